@@ -1,0 +1,82 @@
+// The contract between the scheduler and whatever computes a model: the CPU plan executor,
+// the cuBLASLt GPU executor, or libtorch's TorchScript forward (the fallback).
+//
+// A model has one ExecutorFactory; it creates one ExecutorInstance per `instance_group` count.
+// Instances share the factory's weights (uploaded once) and own everything else: staging
+// buffers, streams, handles, workspaces, all allocated in Create, so Execute allocates nothing
+// (the TorchScript fallback is the exception: libtorch allocates as it likes).
+//
+// Data path: the scheduler asks an instance for its input staging buffer, copies each
+// request's bytes into it back to back (rows for an MLP, packed tokens for an encoder: this is
+// the one copy of request data), calls Execute with the batch's shape, then slices the output
+// buffer back into responses. For a GPU instance the staging buffers are pinned host memory.
+//
+// Thread-safety: an ExecutorFactory is safe to use from any thread. An ExecutorInstance is not:
+// exactly one scheduler worker drives it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/data_type.h"
+#include "common/status.h"
+
+namespace ltserve {
+
+// Where a model runs; logged at load and exported as a metric label.
+enum class ExecutionPath : std::uint8_t { kGpuFused, kCpuPlan, kTorchScript };
+const char* ExecutionPathName(ExecutionPath path);  // "gpu-fused", "cpu", "torchscript"
+
+// Shape of one executed batch.
+struct BatchShape {
+  // Rows in the batch: samples for a row model; sequences for a token model.
+  std::int64_t batch_size = 0;
+  // Token models only: the length of each of the batch_size sequences, packed back to back in
+  // the input buffer without padding. Empty for row models.
+  std::span<const std::int32_t> sequence_lengths;
+  // Non-batch dims of each input as sent (row models with variable dims, fallback only);
+  // empty means the configured dims.
+  std::vector<std::vector<std::int64_t>> input_dims;
+};
+
+// Wall-clock split of one Execute, in nanoseconds, for ModelStatistics and the histograms.
+struct ExecuteTimings {
+  std::uint64_t input_ns = 0;   // host->device copies and input conversion
+  std::uint64_t infer_ns = 0;   // the forward pass
+  std::uint64_t output_ns = 0;  // device->host copies and output conversion
+};
+
+class ExecutorInstance {
+ public:
+  virtual ~ExecutorInstance() = default;
+
+  // Host staging buffer for input `index` (config order), at least `bytes` long. Fails with
+  // INVALID_ARGUMENT when `bytes` exceeds what the instance was sized for at load.
+  virtual Result<std::span<std::byte>> InputBuffer(std::size_t index, std::size_t bytes) = 0;
+
+  // Runs the forward pass over the first bytes of the input buffers.
+  virtual Status Execute(const BatchShape& shape, ExecuteTimings* timings) = 0;
+
+  // Output `index` of the last successful Execute: row-major, batch (or packed tokens) first.
+  // Valid until the next Execute.
+  virtual std::span<const std::byte> Output(std::size_t index) const = 0;
+  // Full shape of output `index` of the last Execute, batch dimension included (for a token
+  // model: [total_tokens, width]).
+  virtual std::vector<std::int64_t> OutputShape(std::size_t index) const = 0;
+};
+
+class ExecutorFactory {
+ public:
+  virtual ~ExecutorFactory() = default;
+  virtual ExecutionPath path() const = 0;
+  // Human-readable summary for the load log line: "cuBLASLt bf16, 3 fused GEMMs, graphs for 9 buckets".
+  virtual std::string Describe() const = 0;
+  // Creates instance number `index`; all allocation happens here.
+  virtual Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int index) = 0;
+};
+
+}  // namespace ltserve
