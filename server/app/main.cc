@@ -1,0 +1,188 @@
+// ltserve: serves the TorchScript models of a Triton-style model repository over KServe v2 gRPC.
+//
+// Start-up order matters for operators: the gRPC and HTTP endpoints come up first (live, not
+// ready), then models load and warm up, then readiness turns on. On SIGTERM/SIGINT readiness
+// turns off at once, new inference gets UNAVAILABLE, accepted requests finish within
+// --exit-timeout, and the exit code says whether they all did.
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "grpc/inference_service.h"
+#include "http/http_server.h"
+#include "metrics/metrics.h"
+#include "repository/model_repository.h"
+
+#ifndef LTSERVE_VERSION
+#define LTSERVE_VERSION "0.0.0"
+#endif
+
+namespace {
+
+struct Flags {
+  std::string model_repository;
+  std::string host = "0.0.0.0";
+  int grpc_port = 8001;
+  int http_port = 8002;
+  std::string log_level = "info";
+  double exit_timeout_s = 30;
+  bool strict_readiness = true;
+  bool allow_gpu = true;
+  std::vector<double> latency_buckets_s;
+};
+
+// The gRPC health service's two names: "" (the whole server) and the inference service.
+void SetHealth(grpc::Server& server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);
+  health->SetServingStatus("inference.GRPCInferenceService", serving);
+}
+
+int Run(const Flags& flags) {
+  // Signals are taken synchronously by sigwait below; block them before any thread starts so
+  // that no gRPC or worker thread receives them instead.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ltserve::MetricsOptions metrics_options;
+  if (!flags.latency_buckets_s.empty()) metrics_options.latency_buckets_s = flags.latency_buckets_s;
+  auto metrics = ltserve::Metrics::Create(metrics_options);
+  if (!metrics.ok()) {
+    spdlog::critical("metrics: {}", metrics.status().ToString());
+    return 2;
+  }
+
+  ltserve::ServerLifecycle lifecycle;
+  lifecycle.strict_readiness = flags.strict_readiness;
+  ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(flags.host + ":" + std::to_string(flags.grpc_port),
+                           grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(&service);
+  // Triton clients send whole batches in one message; gRPC's 4 MiB default would refuse them.
+  builder.SetMaxReceiveMessageSize(INT_MAX);
+  builder.SetMaxSendMessageSize(INT_MAX);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    spdlog::critical("cannot listen for gRPC on {}:{} (port in use?)", flags.host, flags.grpc_port);
+    return 2;
+  }
+  SetHealth(*server, false);
+
+  std::unique_ptr<ltserve::HttpServer> http;
+  if (flags.http_port >= 0) {
+    ltserve::HttpHandlers handlers;
+    handlers.live = [] { return true; };
+    handlers.ready = [&lifecycle] { return lifecycle.Ready(); };
+    handlers.model_ready = [&lifecycle](const std::string& name) -> std::optional<bool> {
+      ltserve::ModelRepository* repository = lifecycle.repository.load();
+      if (repository == nullptr) return false;
+      auto model = repository->Find(name, "");
+      if (model.ok()) return !lifecycle.shutting_down.load();
+      if (model.status().code() == ltserve::StatusCode::kNotFound) return std::nullopt;
+      return false;
+    };
+    handlers.metrics = [m = metrics->get()] { return m->Serialize(); };
+    auto started = ltserve::HttpServer::Start(flags.host, flags.http_port, std::move(handlers));
+    if (!started.ok()) {
+      spdlog::critical("cannot serve HTTP on {}:{}: {}", flags.host, flags.http_port,
+                       started.status().ToString());
+      return 2;
+    }
+    http = std::move(started).value();
+  }
+  // One parseable line: scripts and tests read the chosen ports from it.
+  spdlog::info("ltserve {} listening: grpc={}:{} http={}", LTSERVE_VERSION, flags.host, grpc_port,
+               http ? std::to_string(http->port()) : std::string("off"));
+
+  ltserve::RepositoryOptions repository_options;
+  repository_options.repository = flags.model_repository;
+  repository_options.allow_gpu = flags.allow_gpu;
+  auto repository = ltserve::ModelRepository::Create(repository_options, metrics->get());
+  if (!repository.ok()) {
+    spdlog::critical("model repository '{}': {}", flags.model_repository,
+                     repository.status().ToString());
+    server->Shutdown();
+    return 2;
+  }
+  lifecycle.repository.store(repository->get());
+  const bool ready = lifecycle.Ready();
+  SetHealth(*server, ready);
+  std::size_t loaded = (*repository)->Models().size();
+  std::size_t total = (*repository)->States().size();
+  spdlog::info("ltserve ready={}: {} of {} model(s) serving", ready, loaded, total);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(flags.exit_timeout_s));
+  spdlog::info("received {}: not ready, refusing new requests, draining for up to {} s",
+               strsignal(signal_number), flags.exit_timeout_s);
+  lifecycle.shutting_down.store(true);
+  SetHealth(*server, false);
+  const bool drained = (*repository)->Drain(deadline);
+  // Responses of drained requests are already written; give gRPC a moment to flush them.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  http.reset();
+  lifecycle.repository.store(nullptr);
+  if (!drained) {
+    spdlog::error("exit timeout passed with requests still in flight; they were failed with UNAVAILABLE");
+    return 1;
+  }
+  spdlog::info("all accepted requests finished; exiting");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"ltserve: KServe v2 gRPC inference server for TorchScript MLPs and encoders"};
+  app.add_option("--model-repository,-m", flags.model_repository,
+                 "Triton-style model repository: <repo>/<model>/config.pbtxt, <repo>/<model>/<version>/model.pt")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--host", flags.host, "Address to listen on")->capture_default_str();
+  app.add_option("--grpc-port", flags.grpc_port, "gRPC port (0: pick a free one)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  app.add_option("--http-port", flags.http_port,
+                 "HTTP port for /metrics and /v2/health/* (0: pick a free one, -1: off)")
+      ->capture_default_str()->check(CLI::Range(-1, 65535));
+  app.add_option("--log-level", flags.log_level,
+                 "trace, debug, info, warn, error (default from LTSERVE_LOG_LEVEL, else info)")
+      ->envname("LTSERVE_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--exit-timeout", flags.exit_timeout_s,
+                 "Seconds to finish accepted requests after SIGTERM/SIGINT")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--strict-readiness", flags.strict_readiness,
+                 "Ready only when every model loaded (false: when at least one did)")
+      ->capture_default_str();
+  app.add_option("--allow-gpu", flags.allow_gpu, "Use the GPU executor when a GPU is usable")
+      ->capture_default_str();
+  app.add_option("--latency-buckets", flags.latency_buckets_s,
+                 "Upper bounds in seconds of the duration histograms' buckets")
+      ->delimiter(',');
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  return Run(flags);
+}

@@ -1,0 +1,282 @@
+#include "grpc/inference_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "config/model_config.h"
+#include "grpc/request_decoder.h"
+
+namespace ltserve {
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+}
+
+namespace {
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const Status& status) {
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+std::uint64_t NanosSince(std::chrono::steady_clock::time_point start) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+}
+
+void FillStatistics(Model& model, inference::ModelStatistics* out) {
+  const ModelStatsSnapshot s = model.stats().Snapshot();
+  auto set = [](inference::StatisticDuration* d, const Duration& from) {
+    d->set_count(from.count);
+    d->set_ns(from.ns);
+  };
+  out->set_name(model.spec().name);
+  out->set_version(model.version_string());
+  out->set_last_inference(s.last_inference_ms);
+  out->set_inference_count(s.inference_count);
+  out->set_execution_count(s.execution_count);
+  auto* stats = out->mutable_inference_stats();
+  set(stats->mutable_success(), s.success);
+  set(stats->mutable_fail(), s.fail);
+  set(stats->mutable_queue(), s.queue);
+  set(stats->mutable_compute_input(), s.compute_input);
+  set(stats->mutable_compute_infer(), s.compute_infer);
+  set(stats->mutable_compute_output(), s.compute_output);
+  for (const auto& [size, by_size] : s.by_batch_size) {
+    auto* batch = out->add_batch_stats();
+    batch->set_batch_size(static_cast<std::uint64_t>(size));
+    set(batch->mutable_compute_input(), by_size.compute_input);
+    set(batch->mutable_compute_infer(), by_size.compute_infer);
+    set(batch->mutable_compute_output(), by_size.compute_output);
+  }
+}
+
+// One ModelInfer call. Lives from the RPC's start until gRPC calls OnDone after Finish.
+// The scheduler's completion callback is the only place that calls Finish once the request is
+// accepted; OnCancel only asks the scheduler to drop the request if it is still queued.
+class InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  InferReactor(std::shared_ptr<Model> model, const inference::ModelInferRequest* request,
+               inference::ModelInferResponse* response)
+      : model_(std::move(model)), request_(request), response_(response) {}
+
+  // Called once, right after construction, on the gRPC thread.
+  void Start(std::unique_ptr<DecodedRequest> decoded,
+             std::chrono::steady_clock::time_point deadline,
+             std::chrono::steady_clock::time_point arrival) {
+    requested_outputs_ = std::move(decoded->requested_outputs);
+    std::unique_ptr<InferenceRequest> request = std::move(decoded->request);
+    request->arrival = arrival;
+    request->deadline = deadline;
+    // Converted typed contents must live as long as the scheduler holds the request.
+    request->keep_alive = std::make_shared<std::vector<std::string>>(std::move(decoded->converted));
+    request->on_complete = [this](const Status& status, std::span<const OutputSlice> outputs) {
+      Complete(status, outputs);
+    };
+    // Held until Start is done with this reactor: a fast completion on a scheduler thread must
+    // not Finish (and so let gRPC delete the reactor) while Start still uses it.
+    // Cancel may answer inline, so it runs after the lock, using only locals: by then the
+    // reactor may already be gone.
+    const std::shared_ptr<Model> model = model_;
+    Status rejected;
+    std::uint64_t cancel_id = 0;
+    {
+      std::lock_guard start_lock(start_mutex_);
+      Result<std::uint64_t> id = model->scheduler().Enqueue(std::move(request));
+      if (id.ok()) {
+        request_id_.store(*id);
+        if (cancelled_.load()) cancel_id = *id;  // OnCancel ran before the id was known
+      } else {
+        rejected = id.status();  // the scheduler recorded the failure
+      }
+    }
+    if (!rejected.ok()) {
+      Finish(ToGrpcStatus(rejected));
+    } else if (cancel_id != 0) {
+      model->scheduler().Cancel(cancel_id);
+    }
+  }
+
+  void OnCancel() override {
+    cancelled_.store(true);
+    const std::uint64_t id = request_id_.load();
+    if (id != 0) model_->scheduler().Cancel(id);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Complete(const Status& status, std::span<const OutputSlice> outputs) {
+    { std::lock_guard wait_for_start(start_mutex_); }
+    if (!status.ok()) {
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    const ModelSpec& spec = model_->spec();
+    response_->set_model_name(spec.name);
+    response_->set_model_version(model_->version_string());
+    response_->set_id(request_->id());
+    for (int index : requested_outputs_) {
+      const OutputSlice& slice = outputs[static_cast<std::size_t>(index)];
+      auto* tensor = response_->add_outputs();
+      tensor->set_name(spec.outputs[index].name);
+      tensor->set_datatype(std::string(WireName(spec.outputs[index].dtype)));
+      for (std::int64_t dim : slice.shape) tensor->add_shape(dim);
+      // The one copy of output data: from the executor's buffer into the response.
+      response_->add_raw_output_contents(reinterpret_cast<const char*>(slice.bytes.data()),
+                                         slice.bytes.size());
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  const std::shared_ptr<Model> model_;
+  const inference::ModelInferRequest* const request_;
+  inference::ModelInferResponse* const response_;
+  std::vector<int> requested_outputs_;
+  std::atomic<std::uint64_t> request_id_{0};
+  std::atomic<bool> cancelled_{false};
+  std::mutex start_mutex_;
+};
+
+std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return std::chrono::steady_clock::time_point::max();
+  }
+  const auto remaining = deadline - std::chrono::system_clock::now();
+  // gRPC reports "no deadline" as a far-future time; keep it far without overflowing.
+  if (remaining > std::chrono::hours(24 * 365)) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(remaining);
+}
+
+}  // namespace
+
+Result<ModelRepository*> InferenceService::Repository() const {
+  ModelRepository* repository = lifecycle_->repository.load();
+  if (repository == nullptr) return Unavailable("the server is still loading its models");
+  return repository;
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
+                                                       const inference::ServerLiveRequest*,
+                                                       inference::ServerLiveResponse* response) {
+  response->set_live(true);
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* context,
+                                                        const inference::ServerReadyRequest*,
+                                                        inference::ServerReadyResponse* response) {
+  response->set_ready(lifecycle_->Ready());
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
+                                                       const inference::ModelReadyRequest* request,
+                                                       inference::ModelReadyResponse* response) {
+  auto repository = Repository();
+  if (!repository.ok()) {
+    response->set_ready(false);
+    return FinishNow(context, Status::Ok());
+  }
+  auto model = (*repository)->Find(request->name(), request->version());
+  if (!model.ok() && model.status().code() == StatusCode::kNotFound) {
+    return FinishNow(context, model.status());
+  }
+  response->set_ready(model.ok() && !lifecycle_->shutting_down.load());
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
+    grpc::CallbackServerContext* context, const inference::ServerMetadataRequest*,
+    inference::ServerMetadataResponse* response) {
+  response->set_name("ltserve");
+  response->set_version(version_);
+  response->add_extensions("model_configuration");
+  response->add_extensions("statistics");
+  response->add_extensions("schedule_policy");
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
+    grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
+    inference::ModelMetadataResponse* response) {
+  auto repository = Repository();
+  if (!repository.ok()) return FinishNow(context, repository.status());
+  auto found = (*repository)->Find(request->name(), request->version());
+  if (!found.ok()) return FinishNow(context, found.status());
+  const ModelSpec& spec = (*found)->spec();
+  response->set_name(spec.name);
+  response->add_versions((*found)->version_string());
+  response->set_platform("pytorch_libtorch");
+  auto fill = [&](const TensorSpec& tensor, inference::ModelMetadataResponse::TensorMetadata* out) {
+    out->set_name(tensor.name);
+    out->set_datatype(std::string(WireName(tensor.dtype)));
+    if (spec.max_batch_size > 0) out->add_shape(-1);
+    for (std::int64_t dim : tensor.dims) out->add_shape(dim);
+  };
+  for (const auto& input : spec.inputs) fill(input, response->add_inputs());
+  for (const auto& output : spec.outputs) fill(output, response->add_outputs());
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
+                                                        const inference::ModelConfigRequest* request,
+                                                        inference::ModelConfigResponse* response) {
+  auto repository = Repository();
+  if (!repository.ok()) return FinishNow(context, repository.status());
+  auto found = (*repository)->Find(request->name(), request->version());
+  if (!found.ok()) return FinishNow(context, found.status());
+  inference::ModelConfig* config = response->mutable_config();
+  *config = (*found)->config();
+  config->set_name((*found)->spec().name);
+  if (config->platform().empty()) config->set_platform("pytorch_libtorch");
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
+    grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
+    inference::ModelStatisticsResponse* response) {
+  if (!request->name().empty()) {
+    auto repository = Repository();
+  if (!repository.ok()) return FinishNow(context, repository.status());
+  auto found = (*repository)->Find(request->name(), request->version());
+    if (!found.ok()) return FinishNow(context, found.status());
+    FillStatistics(**found, response->add_model_stats());
+    return FinishNow(context, Status::Ok());
+  }
+  for (const auto& model : (*repository)->Models()) FillStatistics(*model, response->add_model_stats());
+  return FinishNow(context, Status::Ok());
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
+                                                       const inference::ModelInferRequest* request,
+                                                       inference::ModelInferResponse* response) {
+  const auto arrival = std::chrono::steady_clock::now();
+  auto repository = Repository();
+  if (!repository.ok()) return FinishNow(context, repository.status());
+  auto found = (*repository)->Find(request->model_name(), request->model_version());
+  if (!found.ok()) return FinishNow(context, found.status());
+  std::shared_ptr<Model> model = std::move(found).value();
+  if (lifecycle_->shutting_down.load()) {
+    model->stats().RecordFailure(FailureReason::kUnavailable, NanosSince(arrival));
+    return FinishNow(context, Unavailable("server is shutting down; retry on another replica"));
+  }
+  auto decoded = DecodeInferRequest(*request, model->spec());
+  if (!decoded.ok()) {
+    model->stats().RecordFailure(FailureReason::kInvalidInput, NanosSince(arrival));
+    SPDLOG_DEBUG("ModelInfer '{}' rejected: {}", request->model_name(), decoded.status().message());
+    return FinishNow(context, decoded.status());
+  }
+  auto* reactor = new InferReactor(model, request, response);
+  reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
+  return reactor;
+}
+
+}  // namespace ltserve

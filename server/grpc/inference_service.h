@@ -1,0 +1,75 @@
+// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig/ModelStatistics) on gRPC's
+// callback API: no thread per request. ModelInfer decodes and validates on the gRPC thread,
+// hands the request to the model's scheduler (which never blocks), and the scheduler's completion
+// callback writes the response and finishes the call from a scheduler thread.
+//
+// Thread-safety: all methods are called concurrently by gRPC; shared state is the immutable
+// repository and the atomic lifecycle flags in ServerLifecycle.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "grpc_service.grpc.pb.h"
+#include "repository/model_repository.h"
+
+namespace ltserve {
+
+// What the service needs to know of the server's lifecycle; owned by the app. The gRPC server
+// starts before the models load (so liveness answers during a long load); until then
+// `repository` is null and inference answers UNAVAILABLE.
+struct ServerLifecycle {
+  std::atomic<ModelRepository*> repository{nullptr};
+  std::atomic<bool> shutting_down{false};  // refuse new inference with UNAVAILABLE
+  bool strict_readiness = true;            // ready = every model loaded (false: at least one)
+
+  bool Ready() const {
+    const ModelRepository* repo = repository.load();
+    if (repo == nullptr || shutting_down.load()) return false;
+    return strict_readiness ? repo->AllReady() : repo->AnyReady();
+  }
+};
+
+class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  InferenceService(ServerLifecycle* lifecycle, std::string version)
+      : lifecycle_(lifecycle), version_(std::move(version)) {}
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
+                                       const inference::ServerLiveRequest* request,
+                                       inference::ServerLiveResponse* response) override;
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
+                                        const inference::ServerReadyRequest* request,
+                                        inference::ServerReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
+                                       const inference::ModelReadyRequest* request,
+                                       inference::ModelReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
+                                           const inference::ServerMetadataRequest* request,
+                                           inference::ServerMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
+                                          const inference::ModelMetadataRequest* request,
+                                          inference::ModelMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
+                                        const inference::ModelConfigRequest* request,
+                                        inference::ModelConfigResponse* response) override;
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
+                                            const inference::ModelStatisticsRequest* request,
+                                            inference::ModelStatisticsResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override;
+
+ private:
+  // The loaded repository, or UNAVAILABLE while models are still loading.
+  Result<ModelRepository*> Repository() const;
+
+  ServerLifecycle* const lifecycle_;
+  const std::string version_;
+};
+
+// Maps ltserve's status to gRPC's (same numbering).
+grpc::Status ToGrpcStatus(const Status& status);
+
+}  // namespace ltserve

@@ -1,0 +1,217 @@
+#include "grpc/request_decoder.h"
+
+#include <cstring>
+#include <numeric>
+
+namespace ltserve {
+
+std::string ShapeToString(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+namespace {
+
+// Expected shape of an input as sent, batch dimension included when the model batches;
+// -1 marks a dimension the request chooses.
+std::vector<std::int64_t> ExpectedShape(const TensorSpec& tensor, int max_batch_size) {
+  std::vector<std::int64_t> shape;
+  if (max_batch_size > 0) shape.push_back(-1);
+  shape.insert(shape.end(), tensor.dims.begin(), tensor.dims.end());
+  return shape;
+}
+
+Status CheckShape(const TensorSpec& tensor, const std::vector<std::int64_t>& shape,
+                  int max_batch_size) {
+  const std::vector<std::int64_t> expected = ExpectedShape(tensor, max_batch_size);
+  bool matches = shape.size() == expected.size();
+  for (std::size_t i = 0; matches && i < shape.size(); ++i) {
+    matches = shape[i] >= 0 && (expected[i] == -1 || expected[i] == shape[i]);
+  }
+  if (!matches) {
+    return InvalidArgument("input '" + tensor.name + "' has shape " + ShapeToString(shape) +
+                           ", model expects " + ShapeToString(expected) +
+                           (max_batch_size > 0 ? " (-1: any size; the first dimension is the batch)"
+                                               : " (-1: any size)"));
+  }
+  if (max_batch_size > 0) {
+    if (shape[0] < 1) {
+      return InvalidArgument("input '" + tensor.name + "' has batch size 0; at least 1 expected");
+    }
+    if (shape[0] > max_batch_size) {
+      return InvalidArgument("input '" + tensor.name + "' has batch size " +
+                             std::to_string(shape[0]) + ", larger than the model's max_batch_size " +
+                             std::to_string(max_batch_size));
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename Out, typename Repeated>
+void CopyTyped(const Repeated& values, std::string* out) {
+  out->resize(static_cast<std::size_t>(values.size()) * sizeof(Out));
+  auto* dst = reinterpret_cast<Out*>(out->data());
+  for (int i = 0; i < values.size(); ++i) dst[i] = static_cast<Out>(values.Get(i));
+}
+
+// Converts typed `contents` into raw little-endian bytes of `dtype`.
+Status ConvertTypedContents(const inference::InferTensorContents& contents, DataType dtype,
+                            const std::string& name, std::int64_t elements, std::string* out) {
+  int count = 0;
+  switch (dtype) {
+    case DataType::kFp32: count = contents.fp32_contents_size(); CopyTyped<float>(contents.fp32_contents(), out); break;
+    case DataType::kFp64: count = contents.fp64_contents_size(); CopyTyped<double>(contents.fp64_contents(), out); break;
+    case DataType::kInt8: count = contents.int_contents_size(); CopyTyped<std::int8_t>(contents.int_contents(), out); break;
+    case DataType::kInt16: count = contents.int_contents_size(); CopyTyped<std::int16_t>(contents.int_contents(), out); break;
+    case DataType::kInt32: count = contents.int_contents_size(); CopyTyped<std::int32_t>(contents.int_contents(), out); break;
+    case DataType::kInt64: count = contents.int64_contents_size(); CopyTyped<std::int64_t>(contents.int64_contents(), out); break;
+    case DataType::kUint8: count = contents.uint_contents_size(); CopyTyped<std::uint8_t>(contents.uint_contents(), out); break;
+    case DataType::kUint16: count = contents.uint_contents_size(); CopyTyped<std::uint16_t>(contents.uint_contents(), out); break;
+    case DataType::kUint32: count = contents.uint_contents_size(); CopyTyped<std::uint32_t>(contents.uint_contents(), out); break;
+    case DataType::kUint64: count = contents.uint64_contents_size(); CopyTyped<std::uint64_t>(contents.uint64_contents(), out); break;
+    case DataType::kBool: count = contents.bool_contents_size(); CopyTyped<std::uint8_t>(contents.bool_contents(), out); break;
+    case DataType::kFp16:
+    case DataType::kBf16:
+      return InvalidArgument("input '" + name + "' is " + std::string(WireName(dtype)) +
+                             ", which has no typed contents field; send it in raw_input_contents");
+    case DataType::kInvalid: return InvalidArgument("input '" + name + "' has no data type");
+  }
+  if (count != elements) {
+    return InvalidArgument("input '" + name + "' has " + std::to_string(count) +
+                           " values in contents, shape implies " + std::to_string(elements));
+  }
+  return Status::Ok();
+}
+
+Status ReadUnsignedParameter(const google::protobuf::Map<std::string, inference::InferParameter>& params,
+                             const std::string& key, std::uint64_t* out) {
+  auto it = params.find(key);
+  if (it == params.end()) return Status::Ok();
+  if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param ||
+      it->second.int64_param() < 0) {
+    return InvalidArgument("parameter '" + key + "' must be a non-negative int64_param");
+  }
+  *out = static_cast<std::uint64_t>(it->second.int64_param());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
+    const inference::ModelInferRequest& message, const ModelSpec& spec) {
+  auto decoded = std::make_unique<DecodedRequest>();
+  auto request = std::make_unique<InferenceRequest>();
+  const bool raw = message.raw_input_contents_size() > 0;
+  if (raw && message.raw_input_contents_size() != message.inputs_size()) {
+    return InvalidArgument("request has " + std::to_string(message.inputs_size()) + " inputs but " +
+                           std::to_string(message.raw_input_contents_size()) +
+                           " raw_input_contents; one entry per input expected");
+  }
+  if (message.inputs_size() != static_cast<int>(spec.inputs.size())) {
+    std::string names;
+    for (const auto& t : spec.inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
+    return InvalidArgument("model '" + spec.name + "' expects " +
+                           std::to_string(spec.inputs.size()) + " input(s) (" + names +
+                           "), request has " + std::to_string(message.inputs_size()));
+  }
+
+  // Inputs may arrive in any order; the executor wants config order.
+  request->inputs.resize(spec.inputs.size());
+  std::vector<bool> seen(spec.inputs.size(), false);
+  decoded->converted.reserve(spec.inputs.size());  // no reallocation: spans point into it
+  std::int64_t batch_size = spec.max_batch_size > 0 ? -1 : 1;
+  for (int m = 0; m < message.inputs_size(); ++m) {
+    const auto& input = message.inputs(m);
+    std::size_t index = spec.inputs.size();
+    for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
+      if (spec.inputs[i].name == input.name()) index = i;
+    }
+    if (index == spec.inputs.size()) {
+      std::string names;
+      for (const auto& t : spec.inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
+      return InvalidArgument("unknown input '" + input.name() + "' for model '" + spec.name +
+                             "'; expected " + names);
+    }
+    if (seen[index]) return InvalidArgument("input '" + input.name() + "' appears twice");
+    seen[index] = true;
+    const TensorSpec& tensor = spec.inputs[index];
+
+    const DataType dtype = DataTypeFromWireName(input.datatype());
+    if (dtype != tensor.dtype) {
+      return InvalidArgument("input '" + tensor.name + "' has datatype '" + input.datatype() +
+                             "', model expects " + std::string(WireName(tensor.dtype)));
+    }
+    std::vector<std::int64_t> shape(input.shape().begin(), input.shape().end());
+    LTSERVE_RETURN_IF_ERROR(CheckShape(tensor, shape, spec.max_batch_size));
+    if (spec.max_batch_size > 0) {
+      if (batch_size >= 0 && shape[0] != batch_size) {
+        return InvalidArgument("inputs disagree on the batch size: '" + tensor.name + "' has " +
+                               std::to_string(shape[0]) + ", another input " +
+                               std::to_string(batch_size));
+      }
+      batch_size = shape[0];
+    }
+    const std::int64_t elements = std::accumulate(shape.begin(), shape.end(), std::int64_t{1},
+                                                  std::multiplies<>());
+    const std::size_t expected_bytes = static_cast<std::size_t>(elements) * ElementSize(dtype);
+
+    std::span<const std::byte> bytes;
+    if (raw) {
+      if (input.has_contents()) {
+        return InvalidArgument("input '" + tensor.name +
+                               "' has typed contents while the request uses raw_input_contents; "
+                               "use one or the other for all inputs");
+      }
+      const std::string& data = message.raw_input_contents(m);
+      if (data.size() != expected_bytes) {
+        return InvalidArgument("input '" + tensor.name + "' has " + std::to_string(data.size()) +
+                               " bytes of raw contents; shape " + ShapeToString(shape) + " of " +
+                               std::string(WireName(dtype)) + " needs " +
+                               std::to_string(expected_bytes));
+      }
+      bytes = std::as_bytes(std::span(data.data(), data.size()));
+    } else {
+      if (!input.has_contents()) {
+        return InvalidArgument("input '" + tensor.name +
+                               "' has no data: set its contents or raw_input_contents");
+      }
+      std::string& out = decoded->converted.emplace_back();
+      LTSERVE_RETURN_IF_ERROR(
+          ConvertTypedContents(input.contents(), dtype, tensor.name, elements, &out));
+      bytes = std::as_bytes(std::span(out.data(), out.size()));
+    }
+    request->inputs[index] = RequestInput{bytes, std::move(shape)};
+  }
+  request->batch_size = batch_size;
+
+  if (message.outputs_size() == 0) {
+    for (std::size_t i = 0; i < spec.outputs.size(); ++i) {
+      decoded->requested_outputs.push_back(static_cast<int>(i));
+    }
+  }
+  for (const auto& requested : message.outputs()) {
+    int index = -1;
+    for (std::size_t i = 0; i < spec.outputs.size(); ++i) {
+      if (spec.outputs[i].name == requested.name()) index = static_cast<int>(i);
+    }
+    if (index < 0) {
+      std::string names;
+      for (const auto& t : spec.outputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
+      return InvalidArgument("unknown output '" + requested.name() + "' requested; model '" +
+                             spec.name + "' has " + names);
+    }
+    decoded->requested_outputs.push_back(index);
+  }
+
+  std::uint64_t priority = 0;
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "priority", &priority));
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "timeout", &request->timeout_us));
+  request->priority = static_cast<std::uint32_t>(priority);
+  decoded->request = std::move(request);
+  return decoded;
+}
+
+}  // namespace ltserve
