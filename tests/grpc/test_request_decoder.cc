@@ -1,0 +1,260 @@
+// DecodeInferRequest: every way a ModelInferRequest can disagree with the model's config gets
+// INVALID_ARGUMENT with a message naming what was expected; valid requests come out in config
+// order, pointing at the message's bytes or at converted typed contents.
+#include "grpc/request_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+namespace ltserve {
+namespace {
+
+ModelSpec TwoInputSpec() {
+  ModelSpec spec;
+  spec.name = "m";
+  spec.max_batch_size = 8;
+  spec.inputs = {{"a", DataType::kFp32, {3}}, {"b", DataType::kInt64, {-1, 2}}};
+  spec.outputs = {{"y", DataType::kFp32, {4}}, {"z", DataType::kFp16, {1}}};
+  return spec;
+}
+
+template <typename T>
+std::string Bytes(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+inference::ModelInferRequest ValidRequest(std::int64_t batch, std::int64_t var_dim) {
+  inference::ModelInferRequest request;
+  request.set_model_name("m");
+  // Deliberately in the reverse of config order.
+  auto* b = request.add_inputs();
+  b->set_name("b");
+  b->set_datatype("INT64");
+  for (auto d : {batch, var_dim, std::int64_t{2}}) b->add_shape(d);
+  auto* a = request.add_inputs();
+  a->set_name("a");
+  a->set_datatype("FP32");
+  for (auto d : {batch, std::int64_t{3}}) a->add_shape(d);
+  std::vector<std::int64_t> bv(static_cast<std::size_t>(batch * var_dim * 2));
+  std::vector<float> av(static_cast<std::size_t>(batch * 3));
+  std::mt19937 rng(std::random_device{}());
+  for (auto& v : bv) v = static_cast<std::int64_t>(rng());
+  for (auto& v : av) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  request.add_raw_input_contents(Bytes(bv));
+  request.add_raw_input_contents(Bytes(av));
+  return request;
+}
+
+void ExpectInvalid(const inference::ModelInferRequest& request, const std::string& fragment) {
+  auto decoded = DecodeInferRequest(request, TwoInputSpec());
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(decoded.status().message().find(fragment), std::string::npos)
+      << decoded.status().message() << " lacks " << fragment;
+}
+
+TEST(RequestDecoder, ValidRawRequestComesOutInConfigOrderWithoutCopies) {
+  const auto request = ValidRequest(5, 7);
+  auto decoded = DecodeInferRequest(request, TwoInputSpec());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  const InferenceRequest& r = *(*decoded)->request;
+  EXPECT_EQ(r.batch_size, 5);
+  ASSERT_EQ(r.inputs.size(), 2u);
+  EXPECT_EQ(r.inputs[0].shape, (std::vector<std::int64_t>{5, 3}));
+  EXPECT_EQ(r.inputs[1].shape, (std::vector<std::int64_t>{5, 7, 2}));
+  // Raw contents are used in place.
+  EXPECT_EQ(static_cast<const void*>(r.inputs[0].bytes.data()),
+            static_cast<const void*>(request.raw_input_contents(1).data()));
+  EXPECT_EQ(r.inputs[1].bytes.size(), request.raw_input_contents(0).size());
+  EXPECT_EQ((*decoded)->requested_outputs, (std::vector<int>{0, 1}));
+}
+
+TEST(RequestDecoder, TypedContentsAreConvertedToRawBytes) {
+  inference::ModelInferRequest request;
+  request.set_model_name("m");
+  auto* a = request.add_inputs();
+  a->set_name("a");
+  a->set_datatype("FP32");
+  a->add_shape(2);
+  a->add_shape(3);
+  std::vector<float> av = {1.5f, -2.f, 3.25f, 0.f, 1e-3f, 7.f};
+  for (float v : av) a->mutable_contents()->add_fp32_contents(v);
+  auto* b = request.add_inputs();
+  b->set_name("b");
+  b->set_datatype("INT64");
+  for (auto d : {2, 1, 2}) b->add_shape(d);
+  std::vector<std::int64_t> bv = {-1, 1LL << 40, 3, 4};
+  for (auto v : bv) b->mutable_contents()->add_int64_contents(v);
+  auto decoded = DecodeInferRequest(request, TwoInputSpec());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  const auto& inputs = (*decoded)->request->inputs;
+  ASSERT_EQ(inputs[0].bytes.size(), av.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(inputs[0].bytes.data(), av.data(), inputs[0].bytes.size()), 0);
+  ASSERT_EQ(inputs[1].bytes.size(), bv.size() * sizeof(std::int64_t));
+  EXPECT_EQ(std::memcmp(inputs[1].bytes.data(), bv.data(), inputs[1].bytes.size()), 0);
+}
+
+TEST(RequestDecoder, RequestedOutputsFollowTheRequestOrder) {
+  auto request = ValidRequest(1, 1);
+  request.add_outputs()->set_name("z");
+  request.add_outputs()->set_name("y");
+  auto decoded = DecodeInferRequest(request, TwoInputSpec());
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ((*decoded)->requested_outputs, (std::vector<int>{1, 0}));
+}
+
+TEST(RequestDecoder, PriorityAndTimeoutParameters) {
+  auto request = ValidRequest(1, 1);
+  (*request.mutable_parameters())["priority"].set_int64_param(2);
+  (*request.mutable_parameters())["timeout"].set_int64_param(1500);
+  auto decoded = DecodeInferRequest(request, TwoInputSpec());
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ((*decoded)->request->priority, 2u);
+  EXPECT_EQ((*decoded)->request->timeout_us, 1500u);
+}
+
+TEST(RequestDecoder, UnknownInputNamesTheExpectedOnes) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs(0)->set_name("c");
+  ExpectInvalid(request, "unknown input 'c'");
+  ExpectInvalid(request, "'a', 'b'");
+}
+
+TEST(RequestDecoder, DuplicateInput) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs(0)->set_name("a");
+  ExpectInvalid(request, "appears twice");
+}
+
+TEST(RequestDecoder, WrongInputCount) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs()->RemoveLast();
+  request.mutable_raw_input_contents()->RemoveLast();
+  ExpectInvalid(request, "expects 2 input(s)");
+}
+
+TEST(RequestDecoder, WrongDatatype) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs(1)->set_datatype("FP64");
+  ExpectInvalid(request, "model expects FP32");
+}
+
+TEST(RequestDecoder, WrongFixedDimension) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs(1)->set_shape(1, 4);
+  ExpectInvalid(request, "[-1, 3]");
+}
+
+TEST(RequestDecoder, WrongRank) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs(1)->mutable_shape()->RemoveLast();
+  ExpectInvalid(request, "model expects [-1, 3]");
+}
+
+TEST(RequestDecoder, NegativeDimension) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs(0)->set_shape(1, -1);
+  ExpectInvalid(request, "shape [2, -1, 2]");
+}
+
+TEST(RequestDecoder, BatchLargerThanMax) {
+  ExpectInvalid(ValidRequest(9, 1), "max_batch_size 8");
+}
+
+TEST(RequestDecoder, InputsDisagreeOnBatch) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs(1)->set_shape(0, 3);
+  ExpectInvalid(request, "disagree on the batch size");
+}
+
+TEST(RequestDecoder, RawByteCountMismatch) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_raw_input_contents(1)->pop_back();
+  ExpectInvalid(request, "needs 24");
+}
+
+TEST(RequestDecoder, RawContentsCountMismatch) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_raw_input_contents()->RemoveLast();
+  ExpectInvalid(request, "one entry per input");
+}
+
+TEST(RequestDecoder, RawAndTypedMixed) {
+  auto request = ValidRequest(2, 1);
+  request.mutable_inputs(1)->mutable_contents()->add_fp32_contents(1.f);
+  ExpectInvalid(request, "one or the other");
+}
+
+TEST(RequestDecoder, TypedCountMismatch) {
+  inference::ModelInferRequest request = ValidRequest(1, 1);
+  request.clear_raw_input_contents();
+  request.mutable_inputs(1)->mutable_contents()->add_fp32_contents(1.f);
+  request.mutable_inputs(0)->mutable_contents()->add_int64_contents(1);
+  request.mutable_inputs(0)->mutable_contents()->add_int64_contents(1);
+  ExpectInvalid(request, "1 values in contents, shape implies 3");
+}
+
+TEST(RequestDecoder, HalfPrecisionHasNoTypedContents) {
+  ModelSpec spec;
+  spec.name = "h";
+  spec.max_batch_size = 4;
+  spec.inputs = {{"x", DataType::kFp16, {2}}};
+  spec.outputs = {{"y", DataType::kFp16, {2}}};
+  inference::ModelInferRequest request;
+  auto* x = request.add_inputs();
+  x->set_name("x");
+  x->set_datatype("FP16");
+  x->add_shape(1);
+  x->add_shape(2);
+  x->mutable_contents()->add_fp32_contents(1.f);
+  x->mutable_contents()->add_fp32_contents(2.f);
+  auto decoded = DecodeInferRequest(request, spec);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.status().message().find("raw_input_contents"), std::string::npos);
+}
+
+TEST(RequestDecoder, MissingData) {
+  auto request = ValidRequest(1, 1);
+  request.clear_raw_input_contents();
+  ExpectInvalid(request, "has no data");
+}
+
+TEST(RequestDecoder, UnknownOutput) {
+  auto request = ValidRequest(1, 1);
+  request.add_outputs()->set_name("w");
+  ExpectInvalid(request, "unknown output 'w'");
+}
+
+TEST(RequestDecoder, BadParameterTypes) {
+  auto request = ValidRequest(1, 1);
+  (*request.mutable_parameters())["priority"].set_string_param("high");
+  ExpectInvalid(request, "'priority' must be a non-negative int64_param");
+  request.mutable_parameters()->erase("priority");
+  (*request.mutable_parameters())["timeout"].set_int64_param(-1);
+  ExpectInvalid(request, "'timeout'");
+}
+
+TEST(RequestDecoder, ModelWithoutBatchDimensionTakesTheExactShape) {
+  ModelSpec spec;
+  spec.name = "nb";
+  spec.max_batch_size = 0;
+  spec.inputs = {{"x", DataType::kFp32, {2, 3}}};
+  spec.outputs = {{"y", DataType::kFp32, {3}}};
+  inference::ModelInferRequest request;
+  auto* x = request.add_inputs();
+  x->set_name("x");
+  x->set_datatype("FP32");
+  x->add_shape(2);
+  x->add_shape(3);
+  request.add_raw_input_contents(Bytes(std::vector<float>(6, 1.f)));
+  auto decoded = DecodeInferRequest(request, spec);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ((*decoded)->request->batch_size, 1);
+  x->add_shape(1);
+  EXPECT_FALSE(DecodeInferRequest(request, spec).ok());
+}
+
+}  // namespace
+}  // namespace ltserve
