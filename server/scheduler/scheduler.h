@@ -68,7 +68,8 @@ struct SchedulerOptions {
   };
   QueuePolicy default_policy;
   std::map<std::uint32_t, QueuePolicy> priority_policies;  // by level; others use default_policy
-  std::vector<DataType> output_types;                      // informational
+  // One entry per model output, config order: the scheduler slices this many outputs.
+  std::vector<DataType> output_types;
 };
 
 // Thread-safety: Enqueue, Cancel, Drain and pending() may be called from any thread
@@ -76,23 +77,26 @@ struct SchedulerOptions {
 // N workers pull batches from the shared queues concurrently.
 class Scheduler {
  public:
-  // Fails with INVALID_ARGUMENT on inconsistent options (no instances, priority levels out of
-  // range, preferred sizes above max_batch_size). `stats` must outlive the scheduler.
+  // Fails with INVALID_ARGUMENT on inconsistent options (no instances or outputs, a null
+  // instance or stats, default_priority_level outside [1, priority_levels], preferred sizes
+  // outside [1, max_batch_size]). `stats` must outlive the scheduler.
   static Result<std::unique_ptr<Scheduler>> Create(
       SchedulerOptions options, std::vector<std::unique_ptr<ExecutorInstance>> instances,
       ModelStats* stats);
 
   // Drains with no grace: every request still queued is answered UNAVAILABLE; running batches
-  // finish first.
+  // finish first. Must not run inside a completion callback (it joins the worker threads).
   ~Scheduler();
 
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Never blocks on execution. Accepted: returns a request id and on_complete will be called
-  // exactly once. Rejected at once (batch larger than max_batch_size or < 1, or a priority level
-  // out of range: INVALID_ARGUMENT; queue full: RESOURCE_EXHAUSTED; draining: UNAVAILABLE):
-  // returns the error, records the failure in stats, and on_complete is NOT called.
+  // exactly once. Rejected at once (batch size < 1 or larger than max_batch_size, an input whose
+  // first dim is not batch_size, no inputs or no on_complete: INVALID_ARGUMENT; queue full:
+  // RESOURCE_EXHAUSTED; draining: UNAVAILABLE): returns the error, records the failure in stats,
+  // and on_complete is NOT called. A priority of 0 or above priority_levels means the default
+  // level, as in Triton.
   Result<std::uint64_t> Enqueue(std::unique_ptr<InferenceRequest> request);
 
   // Client cancelled: a still-queued request is removed and answered CANCELLED; a running one

@@ -1,0 +1,498 @@
+// Locking: one mutex guards the queues, the id index, the expiry set and the counters. Workers
+// hold it only to pick a batch; staging, Execute and completion callbacks run without it, and
+// condition variables are notified after it is released. Every request leaves the queues
+// exactly once, under the mutex (taken into a batch, cancelled, expired or failed by a drain),
+// and whoever removed it answers it: that is the exactly-once guarantee.
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "scheduler/batch_data.h"
+
+namespace ltserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+
+// Timeouts and delays beyond ten years mean "none": the cap keeps time_point arithmetic from
+// overflowing on absurd configuration or request values.
+constexpr std::uint64_t kLongestWaitUs = 10ULL * 365 * 24 * 3600 * 1000 * 1000;
+
+std::chrono::microseconds CappedMicros(std::uint64_t us) {
+  return std::chrono::microseconds(std::min(us, kLongestWaitUs));
+}
+
+std::uint64_t NanosBetween(TimePoint from, TimePoint to) {
+  if (to <= from) return 0;
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
+}
+
+FailureReason ReasonFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument: return FailureReason::kInvalidInput;
+    case StatusCode::kResourceExhausted: return FailureReason::kQueueFull;
+    case StatusCode::kDeadlineExceeded: return FailureReason::kTimeout;
+    case StatusCode::kCancelled: return FailureReason::kCancelled;
+    case StatusCode::kUnavailable: return FailureReason::kUnavailable;
+    default: return FailureReason::kInternal;
+  }
+}
+
+// A request accepted into a queue.
+struct Queued {
+  std::uint64_t id = 0;
+  std::unique_ptr<InferenceRequest> request;
+  std::size_t level = 0;  // index into the queues: 0 is priority 1, the highest
+  TimePoint enqueued;
+  TimePoint expiry = TimePoint::max();
+};
+using QueueList = std::list<Queued>;
+
+// Requests batch together only when every input has the same dims after the batch dimension.
+bool SameSampleShape(const InferenceRequest& a, const InferenceRequest& b) {
+  if (a.inputs.size() != b.inputs.size()) return false;
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+    const auto& x = a.inputs[i].shape;
+    const auto& y = b.inputs[i].shape;
+    if (x.size() != y.size() || !std::equal(x.begin() + 1, x.end(), y.begin() + 1)) return false;
+  }
+  return true;
+}
+
+Status ValidateOptions(const SchedulerOptions& options) {
+  if (options.output_types.empty()) return InvalidArgument("scheduler: the model has no outputs");
+  if (options.max_batch_size < 0) return InvalidArgument("scheduler: max_batch_size is negative");
+  for (int size : options.preferred_batch_sizes) {
+    if (size < 1 || size > options.max_batch_size) {
+      return InvalidArgument("scheduler: preferred_batch_size " + std::to_string(size) +
+                             " is outside [1, max_batch_size=" +
+                             std::to_string(options.max_batch_size) + "]");
+    }
+  }
+  if (options.priority_levels > 0 && (options.default_priority_level < 1 ||
+                                      options.default_priority_level > options.priority_levels)) {
+    return InvalidArgument("scheduler: default_priority_level " +
+                           std::to_string(options.default_priority_level) + " is outside [1, " +
+                           std::to_string(options.priority_levels) + "]");
+  }
+  return Status::Ok();
+}
+
+// Checks what the batcher relies on; the service has validated names, types and sizes.
+Status ValidateRequest(InferenceRequest* request, int max_batch_size) {
+  if (request == nullptr) return InvalidArgument("no request");
+  if (!request->on_complete) return InvalidArgument("request has no completion callback");
+  if (request->inputs.empty()) return InvalidArgument("request has no inputs");
+  if (max_batch_size == 0) {
+    request->batch_size = 1;
+    return Status::Ok();
+  }
+  if (request->batch_size < 1 || request->batch_size > max_batch_size) {
+    return InvalidArgument("batch size " + std::to_string(request->batch_size) +
+                           " is outside [1, max_batch_size=" + std::to_string(max_batch_size) +
+                           "]");
+  }
+  for (const RequestInput& input : request->inputs) {
+    if (input.shape.empty() || input.shape.front() != request->batch_size) {
+      return InvalidArgument("every input's first dimension must be the batch size " +
+                             std::to_string(request->batch_size));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+struct Scheduler::Impl {
+  SchedulerOptions options;
+  std::vector<std::unique_ptr<ExecutorInstance>> instances;
+  ModelStats* stats = nullptr;
+  bool has_batch_dim = false;
+  bool batching = false;            // dynamic batching over a batch dimension
+  std::int64_t max_preferred = 1;   // the largest preferred size, else max_batch_size
+  std::chrono::nanoseconds max_queue_delay{0};
+
+  mutable std::mutex mutex;
+  std::condition_variable work_cv;    // workers: new requests, drain, stop
+  std::condition_variable expiry_cv;  // expiry thread: an earlier deadline, stop
+  std::condition_variable idle_cv;    // Drain: nothing pending
+  std::vector<QueueList> queues;      // by level, highest priority first
+  std::unordered_map<std::uint64_t, QueueList::iterator> queued_by_id;
+  std::set<std::pair<TimePoint, std::uint64_t>> expiries;  // queued requests with a deadline
+  std::uint64_t next_id = 1;
+  std::size_t pending = 0;
+  bool draining = false;
+  bool stopping = false;
+  std::vector<std::thread> workers;
+  std::thread expiry_thread;
+
+  const SchedulerOptions::QueuePolicy& PolicyFor(std::size_t level) const {
+    auto it = options.priority_policies.find(static_cast<std::uint32_t>(level + 1));
+    return it == options.priority_policies.end() ? options.default_policy : it->second;
+  }
+
+  std::size_t LevelFor(std::uint32_t priority) const {
+    if (options.priority_levels == 0) return 0;
+    if (priority == 0 || priority > options.priority_levels) {
+      priority = options.default_priority_level;
+    }
+    return priority - 1;
+  }
+
+  // Triton's rule: a request's own timeout may only shorten the queue policy's default,
+  // unless the policy allows overriding it.
+  static TimePoint ExpiryFor(const InferenceRequest& request,
+                             const SchedulerOptions::QueuePolicy& policy) {
+    TimePoint expiry = request.deadline;
+    auto after = [&](std::uint64_t us) { return request.arrival + CappedMicros(us); };
+    if (policy.default_timeout_us > 0) expiry = std::min(expiry, after(policy.default_timeout_us));
+    if (request.timeout_us > 0 &&
+        (policy.allow_timeout_override || policy.default_timeout_us == 0)) {
+      expiry = std::min(expiry, after(request.timeout_us));
+    }
+    return expiry;
+  }
+
+  // Queues a validated request; refuses it when draining or its level's queue is full.
+  Result<std::uint64_t> AdmitLocked(std::unique_ptr<InferenceRequest> request,
+                                    bool* earliest_expiry) {
+    const std::size_t level = LevelFor(request->priority);
+    const SchedulerOptions::QueuePolicy& policy = PolicyFor(level);
+    if (draining) return Unavailable("the model is shutting down");
+    if (policy.max_queue_size > 0 && queues[level].size() >= policy.max_queue_size) {
+      return ResourceExhausted("the queue for priority level " + std::to_string(level + 1) +
+                               " is full (max_queue_size " +
+                               std::to_string(policy.max_queue_size) + ")");
+    }
+    Queued entry;
+    entry.id = next_id++;
+    entry.level = level;
+    entry.enqueued = Clock::now();
+    entry.expiry = ExpiryFor(*request, policy);
+    entry.request = std::move(request);
+    if (entry.expiry != TimePoint::max()) {
+      *earliest_expiry = expiries.empty() || entry.expiry < expiries.begin()->first;
+      expiries.emplace(entry.expiry, entry.id);
+    }
+    const std::uint64_t id = entry.id;
+    QueueList& queue = queues[level];
+    queue.push_back(std::move(entry));
+    queued_by_id.emplace(id, std::prev(queue.end()));
+    ++pending;
+    return id;
+  }
+
+  bool AnyQueuedLocked() const { return !queued_by_id.empty(); }
+
+  // Moves one queued request out of the queues into `out`.
+  void TakeLocked(QueueList::iterator it, QueueList& out) {
+    queued_by_id.erase(it->id);
+    if (it->expiry != TimePoint::max()) expiries.erase({it->expiry, it->id});
+    out.splice(out.end(), queues[it->level], it);
+  }
+
+  QueueList TakeAllLocked() {
+    QueueList all;
+    for (QueueList& queue : queues) {
+      while (!queue.empty()) TakeLocked(queue.begin(), all);
+    }
+    return all;
+  }
+
+  // Answers removed requests that will not run.
+  void Fail(QueueList& done, const Status& status) {
+    if (done.empty()) return;
+    const TimePoint now = Clock::now();
+    for (Queued& entry : done) {
+      stats->RecordFailure(ReasonFor(status.code()), NanosBetween(entry.request->arrival, now));
+      entry.request->on_complete(status, {});
+    }
+    const std::size_t answered = done.size();
+    done.clear();  // drop keep_alive and callbacks before Drain can see the requests answered
+    Release(answered);
+  }
+
+  void Release(std::size_t answered) {
+    bool idle = false;
+    {
+      std::lock_guard lock(mutex);
+      pending -= answered;
+      idle = pending == 0;
+    }
+    stats->RecordPending(-static_cast<std::int64_t>(answered));
+    if (idle) idle_cv.notify_all();
+  }
+
+  // How many requests from the head of the queues (priority order, FIFO within a level) to run
+  // now, following Triton's dynamic batcher; 0 with `wake` set when the batch should wait.
+  std::size_t DecideLocked(TimePoint now, TimePoint* wake) const {
+    if (!batching) return 1;
+    std::size_t count = 0;
+    std::int64_t samples = 0;
+    std::size_t best_count = 0;  // a preferred size, or the most that fits the largest one
+    TimePoint oldest = TimePoint::max();
+    bool send_now = draining;
+    const InferenceRequest* first = nullptr;
+    bool full = false;  // the next request cannot join: the batch is as large as it gets
+    for (auto queue = queues.begin(); queue != queues.end() && !full; ++queue) {
+      for (auto entry = queue->begin(); entry != queue->end() && !full; ++entry) {
+        const std::int64_t size = entry->request->batch_size;
+        if (first == nullptr) {
+          first = entry->request.get();
+        } else {
+          if (samples + size > max_preferred && best_count == 0) best_count = count;
+          full = samples + size > options.max_batch_size ||
+                 !SameSampleShape(*first, *entry->request);
+          if (full) break;
+        }
+        ++count;
+        samples += size;
+        oldest = std::min(oldest, entry->enqueued);
+        if (std::find(options.preferred_batch_sizes.begin(), options.preferred_batch_sizes.end(),
+                      samples) != options.preferred_batch_sizes.end()) {
+          best_count = count;
+        }
+      }
+    }
+    send_now = send_now || full;
+    const bool delay_exceeded = now - oldest >= max_queue_delay;
+    if (best_count > 0 && !delay_exceeded && !draining) return best_count;
+    if (send_now || delay_exceeded || samples >= max_preferred) return count;
+    *wake = oldest + max_queue_delay;
+    return 0;
+  }
+
+  // Blocks until a batch is due; returns it, or nothing when stopping.
+  QueueList NextBatchLocked(std::unique_lock<std::mutex>& lock) {
+    while (!stopping) {
+      if (!AnyQueuedLocked()) {
+        work_cv.wait(lock);
+        continue;
+      }
+      TimePoint wake = TimePoint::max();
+      std::size_t count = DecideLocked(Clock::now(), &wake);
+      if (count == 0) {
+        work_cv.wait_until(lock, wake);
+        continue;
+      }
+      QueueList batch;
+      for (QueueList& queue : queues) {
+        while (count > 0 && !queue.empty()) {
+          TakeLocked(queue.begin(), batch);
+          --count;
+        }
+      }
+      return batch;
+    }
+    return {};
+  }
+
+  void WorkerLoop(ExecutorInstance& instance) {
+    while (true) {
+      QueueList batch;
+      bool more = false;
+      {
+        std::unique_lock lock(mutex);
+        batch = NextBatchLocked(lock);
+        if (batch.empty()) return;
+        more = AnyQueuedLocked();
+      }
+      // Another idle worker may form the next batch while this one executes.
+      if (more) work_cv.notify_one();
+      RunBatch(instance, batch);
+    }
+  }
+
+  void RunBatch(ExecutorInstance& instance, QueueList& batch) {
+    const TimePoint start = Clock::now();
+    QueueList expired;
+    for (auto it = batch.begin(); it != batch.end();) {
+      auto next = std::next(it);
+      if (it->expiry <= start) expired.splice(expired.end(), batch, it);
+      it = next;
+    }
+    Fail(expired, DeadlineExceeded("request timed out in the queue"));
+    if (batch.empty()) return;
+
+    std::vector<const InferenceRequest*> requests;
+    requests.reserve(batch.size());
+    std::int64_t samples = 0;
+    for (const Queued& entry : batch) {
+      requests.push_back(entry.request.get());
+      samples += entry.request->batch_size;
+    }
+    ExecuteTimings timings;
+    Status status = Execute(instance, requests, &timings);
+    Result<std::vector<std::vector<OutputSlice>>> slices =
+        status.ok() ? SliceOutputs(instance, requests, options.output_types.size(), has_batch_dim)
+                    : Result<std::vector<std::vector<OutputSlice>>>(status);
+    if (!slices.ok()) {
+      Fail(batch, slices.status());
+      return;
+    }
+    stats->RecordBatch(has_batch_dim ? samples : 1, timings);
+    const TimePoint done = Clock::now();
+    std::size_t index = 0;
+    for (Queued& entry : batch) {
+      stats->RecordSuccess(NanosBetween(entry.request->arrival, done),
+                           NanosBetween(entry.enqueued, start), timings,
+                           entry.request->batch_size);
+      entry.request->on_complete(Status::Ok(), slices.value()[index++]);
+    }
+    const std::size_t answered = batch.size();
+    batch.clear();
+    Release(answered);
+  }
+
+  // Stages the inputs (counted as input time) and runs the batch. Executor failures become
+  // INTERNAL, except INVALID_ARGUMENT (a batch larger than the instance was sized for).
+  Status Execute(ExecutorInstance& instance, std::span<const InferenceRequest* const> requests,
+                 ExecuteTimings* timings) {
+    const TimePoint staging = Clock::now();
+    Result<BatchShape> shape = StageInputs(instance, requests, has_batch_dim);
+    const std::uint64_t staging_ns = NanosBetween(staging, Clock::now());
+    Status status = shape.ok() ? instance.Execute(shape.value(), timings) : shape.status();
+    timings->input_ns += staging_ns;
+    if (status.ok() || status.code() == StatusCode::kInvalidArgument) return status;
+    return Internal("executing a batch of " + std::to_string(requests.size()) +
+                    " requests: " + status.message());
+  }
+
+  void ExpiryLoop() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      if (expiries.empty()) {
+        expiry_cv.wait(lock);
+        continue;
+      }
+      const TimePoint next = expiries.begin()->first;
+      if (Clock::now() < next) {
+        expiry_cv.wait_until(lock, next);
+        continue;
+      }
+      QueueList expired;
+      const TimePoint now = Clock::now();
+      while (!expiries.empty() && expiries.begin()->first <= now) {
+        TakeLocked(queued_by_id.at(expiries.begin()->second), expired);
+      }
+      lock.unlock();
+      work_cv.notify_one();  // the head of the queues changed
+      Fail(expired, DeadlineExceeded("request timed out in the queue"));
+      lock.lock();
+    }
+  }
+};
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Create(
+    SchedulerOptions options, std::vector<std::unique_ptr<ExecutorInstance>> instances,
+    ModelStats* stats) {
+  LTSERVE_RETURN_IF_ERROR(ValidateOptions(options));
+  if (stats == nullptr) return InvalidArgument("scheduler: no ModelStats");
+  if (instances.empty()) return InvalidArgument("scheduler: no executor instances");
+  for (const auto& instance : instances) {
+    if (instance == nullptr) return InvalidArgument("scheduler: a null executor instance");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->has_batch_dim = options.max_batch_size > 0;
+  impl->batching = impl->has_batch_dim && options.dynamic_batching;
+  impl->max_preferred = options.max_batch_size;
+  if (!options.preferred_batch_sizes.empty()) {
+    impl->max_preferred = *std::max_element(options.preferred_batch_sizes.begin(),
+                                            options.preferred_batch_sizes.end());
+  }
+  impl->max_queue_delay = CappedMicros(options.max_queue_delay_us);
+  impl->queues.resize(std::max<std::uint32_t>(options.priority_levels, 1));
+  impl->options = std::move(options);
+  impl->instances = std::move(instances);
+  impl->stats = stats;
+  Impl* state = impl.get();
+  for (auto& instance : state->instances) {
+    state->workers.emplace_back([state, raw = instance.get()] { state->WorkerLoop(*raw); });
+  }
+  state->expiry_thread = std::thread([state] { state->ExpiryLoop(); });
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+Scheduler::~Scheduler() {
+  QueueList rest;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->draining = true;
+    impl_->stopping = true;
+    rest = impl_->TakeAllLocked();
+  }
+  impl_->work_cv.notify_all();
+  impl_->expiry_cv.notify_all();
+  impl_->Fail(rest, Unavailable("the model is being unloaded"));
+  for (std::thread& worker : impl_->workers) worker.join();
+  impl_->expiry_thread.join();
+}
+
+Result<std::uint64_t> Scheduler::Enqueue(std::unique_ptr<InferenceRequest> request) {
+  Impl& s = *impl_;
+  const TimePoint arrival = request != nullptr ? request->arrival : Clock::now();
+  Status status = ValidateRequest(request.get(), s.options.max_batch_size);
+  bool earliest_expiry = false;
+  Result<std::uint64_t> id = status;
+  if (status.ok()) {
+    std::lock_guard lock(s.mutex);
+    id = s.AdmitLocked(std::move(request), &earliest_expiry);
+  }
+  if (!id.ok()) {
+    s.stats->RecordFailure(ReasonFor(id.status().code()), NanosBetween(arrival, Clock::now()));
+    return id;
+  }
+  s.stats->RecordPending(1);
+  s.work_cv.notify_one();
+  if (earliest_expiry) s.expiry_cv.notify_one();
+  return id;
+}
+
+void Scheduler::Cancel(std::uint64_t request_id) {
+  QueueList cancelled;
+  {
+    std::lock_guard lock(impl_->mutex);
+    auto it = impl_->queued_by_id.find(request_id);
+    if (it == impl_->queued_by_id.end()) return;
+    impl_->TakeLocked(it->second, cancelled);
+  }
+  impl_->work_cv.notify_one();  // the head of the queues may have changed
+  impl_->Fail(cancelled, Cancelled("request cancelled by the client"));
+}
+
+bool Scheduler::Drain(std::chrono::steady_clock::time_point deadline) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->draining = true;
+  }
+  impl_->work_cv.notify_all();  // waiting batches go now
+  QueueList rest;
+  {
+    std::unique_lock lock(impl_->mutex);
+    if (impl_->idle_cv.wait_until(lock, deadline, [&] { return impl_->pending == 0; })) {
+      return true;
+    }
+    rest = impl_->TakeAllLocked();
+  }
+  impl_->Fail(rest, Unavailable("the model shut down before this request could run"));
+  return false;
+}
+
+std::size_t Scheduler::pending() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->pending;
+}
+
+}  // namespace ltserve
