@@ -1,0 +1,181 @@
+// HttpServer: every endpoint and status code, binding errors, handler failures, shutdown and
+// concurrent clients, through cpp-httplib's client.
+#include "http/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "http_test_util.h"
+
+namespace ltserve {
+namespace {
+
+// Handlers backed by state the test flips, as the server's health and repository would.
+struct FakeServerState {
+  std::atomic<bool> live{true};
+  std::atomic<bool> ready{false};
+  std::mutex mutex;
+  std::map<std::string, bool> models;
+  std::string metrics_text;
+
+  HttpHandlers Handlers() {
+    return HttpHandlers{
+        [this] { return live.load(); },
+        [this] { return ready.load(); },
+        [this](const std::string& model) -> std::optional<bool> {
+          std::lock_guard lock(mutex);
+          const auto it = models.find(model);
+          if (it == models.end()) return std::nullopt;
+          return it->second;
+        },
+        [this] {
+          std::lock_guard lock(mutex);
+          return metrics_text;
+        },
+    };
+  }
+};
+
+TEST(HttpServerTest, AnswersEveryEndpointWithTritonsStatusCodes) {
+  FakeServerState state;
+  state.models = {{"mlp", true}, {"encoder", false}, {"name with space", true}};
+  state.metrics_text = testing::RandomMetricsText();
+  auto server = HttpServer::Start("127.0.0.1", 0, state.Handlers());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_GT((*server)->port(), 0);
+  httplib::Client client("127.0.0.1", (*server)->port());
+
+  EXPECT_EQ(testing::GetStatus(client, "/v2/health/live"), 200);
+  state.live = false;
+  EXPECT_EQ(testing::GetStatus(client, "/v2/health/live"), 503);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/health/ready"), 503);
+  state.ready = true;
+  EXPECT_EQ(testing::GetStatus(client, "/v2/health/ready"), 200);
+
+  EXPECT_EQ(testing::GetStatus(client, "/v2/models/mlp/ready"), 200);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/models/encoder/ready"), 503);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/models/name%20with%20space/ready"), 200);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/models/unknown/ready"), 404);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/models//ready"), 404);
+  EXPECT_EQ(testing::GetStatus(client, "/no/such/path"), 404);
+
+  const auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics) << httplib::to_string(metrics.error());
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_EQ(metrics->body, state.metrics_text);
+  EXPECT_EQ(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+
+  // What the handler says now, not what it said at start.
+  state.metrics_text = testing::RandomMetricsText();
+  const auto again = client.Get("/metrics");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->body, state.metrics_text);
+}
+
+TEST(HttpServerTest, RejectsMissingHandlersAndBadPorts) {
+  FakeServerState state;
+  for (int missing = 0; missing < 4; ++missing) {
+    HttpHandlers handlers = state.Handlers();
+    if (missing == 0) handlers.live = nullptr;
+    if (missing == 1) handlers.ready = nullptr;
+    if (missing == 2) handlers.model_ready = nullptr;
+    if (missing == 3) handlers.metrics = nullptr;
+    auto server = HttpServer::Start("127.0.0.1", 0, handlers);
+    ASSERT_FALSE(server.ok()) << "handler " << missing << " missing";
+    EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument);
+  }
+  for (int port : {-1, 65536, 1 << 20}) {
+    auto server = HttpServer::Start("127.0.0.1", port, state.Handlers());
+    ASSERT_FALSE(server.ok()) << port;
+    EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(HttpServerTest, ReportsAnAddressItCannotBind) {
+  FakeServerState state;
+  auto first = HttpServer::Start("127.0.0.1", 0, state.Handlers());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = HttpServer::Start("127.0.0.1", (*first)->port(), state.Handlers());
+  ASSERT_FALSE(second.ok()) << "two servers on one port";
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+
+  // 192.0.2.0/24 is reserved for documentation: no interface of this machine has it.
+  auto foreign = HttpServer::Start("192.0.2.1", 0, state.Handlers());
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.status().code(), StatusCode::kUnavailable);
+
+  // The first one still answers.
+  httplib::Client client("127.0.0.1", (*first)->port());
+  EXPECT_EQ(testing::GetStatus(client, "/v2/health/live"), 200);
+}
+
+TEST(HttpServerTest, AThrowingHandlerGivesA500AndTheServerLivesOn) {
+  FakeServerState state;
+  HttpHandlers handlers = state.Handlers();
+  handlers.metrics = []() -> std::string { throw std::runtime_error("registry gone"); };
+  auto server = HttpServer::Start("127.0.0.1", 0, handlers);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  EXPECT_EQ(testing::GetStatus(client, "/metrics"), 500);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/health/live"), 200);
+}
+
+TEST(HttpServerTest, ServesConcurrentClients) {
+  FakeServerState state;
+  state.ready = true;
+  state.models = {{"mlp", true}};
+  state.metrics_text = testing::RandomMetricsText();
+  auto server = HttpServer::Start("127.0.0.1", 0, state.Handlers());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ(testing::HammerAllEndpoints((*server)->port(), state.metrics_text), 0)
+      << "requests that did not get the expected answer";
+}
+
+TEST(HttpServerTest, DestructionStopsServingEvenWithAKeptAliveConnection) {
+  // Bounds the destructor's wait for an idle kept-alive connection (1 s in the server) with
+  // room for a loaded machine.
+  constexpr auto kStopBound = std::chrono::seconds(10);
+  FakeServerState state;
+  auto server = HttpServer::Start("127.0.0.1", 0, state.Handlers());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int port = (*server)->port();
+  httplib::Client kept("127.0.0.1", port);
+  kept.set_keep_alive(true);
+  EXPECT_EQ(testing::GetStatus(kept, "/v2/health/live"), 200);
+
+  std::unique_ptr<HttpServer> owned = std::move(server).value();
+  const auto start = std::chrono::steady_clock::now();
+  owned.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kStopBound);
+
+  httplib::Client late("127.0.0.1", port);
+  late.set_connection_timeout(std::chrono::seconds(2));
+  const auto response = late.Get("/v2/health/live");
+  EXPECT_FALSE(response) << "answered after destruction with " << response->status;
+}
+
+TEST(HttpServerTest, ThePortCanBeReusedAfterTheServerStops) {
+  FakeServerState state;
+  int port = 0;
+  {
+    auto server = HttpServer::Start("127.0.0.1", 0, state.Handlers());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    port = (*server)->port();
+    httplib::Client client("127.0.0.1", port);
+    EXPECT_EQ(testing::GetStatus(client, "/v2/health/live"), 200);
+  }
+  // A restart must not wait for the old connections' TIME_WAIT to pass.
+  auto again = HttpServer::Start("127.0.0.1", port, state.Handlers());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->port(), port);
+}
+
+}  // namespace
+}  // namespace ltserve
