@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <limits>
+#include <optional>
 
 namespace ltserve {
 
@@ -16,6 +17,15 @@ struct NvmlMemory {  // nvmlMemory_t
   unsigned long long free;
   unsigned long long used;
 };
+struct NvmlMemoryV2 {  // nvmlMemory_v2_t: `used` leaves out the driver's reservation
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): the struct's size with the version in the top byte.
+constexpr unsigned int kNvmlMemoryV2Version = sizeof(NvmlMemoryV2) | (2u << 24);
 struct NvmlUtilization {  // nvmlUtilization_t, percentages over the driver's sample period
   unsigned int gpu;
   unsigned int memory;
@@ -25,6 +35,7 @@ using ShutdownFn = NvmlReturn (*)();
 using CountFn = NvmlReturn (*)(unsigned int*);
 using HandleFn = NvmlReturn (*)(unsigned int, void**);
 using MemoryFn = NvmlReturn (*)(void*, NvmlMemory*);
+using MemoryV2Fn = NvmlReturn (*)(void*, NvmlMemoryV2*);
 using UtilizationFn = NvmlReturn (*)(void*, NvmlUtilization*);
 
 struct DlClose {
@@ -45,6 +56,7 @@ struct NvmlApi {
   CountFn count = nullptr;
   HandleFn handle = nullptr;
   MemoryFn memory = nullptr;
+  MemoryV2Fn memory_v2 = nullptr;  // drivers from 510 on; null before
   UtilizationFn utilization = nullptr;
   bool initialised = false;
 
@@ -52,6 +64,21 @@ struct NvmlApi {
     if (initialised) shutdown();
   }
 };
+
+namespace {
+
+std::optional<NvmlMemory> ReadMemory(const NvmlApi& nvml, void* handle) {
+  if (nvml.memory_v2 != nullptr) {
+    NvmlMemoryV2 v2{};
+    v2.version = kNvmlMemoryV2Version;
+    if (nvml.memory_v2(handle, &v2) == kNvmlSuccess) return NvmlMemory{v2.total, v2.free, v2.used};
+  }
+  NvmlMemory v1{};
+  if (nvml.memory(handle, &v1) == kNvmlSuccess) return v1;
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::unique_ptr<GpuGauges> GpuGauges::Create(prometheus::Registry& registry,
                                              const std::string& library) {
@@ -67,6 +94,9 @@ std::unique_ptr<GpuGauges> GpuGauges::Create(prometheus::Registry& registry,
       !Resolve(lib, "nvmlDeviceGetUtilizationRates", &nvml->utilization)) {
     return nullptr;
   }
+  // Optional: nvidia-smi reports v2's `used`; v1's also counts the driver's reservation
+  // (hundreds of MiB on an idle H200).
+  Resolve(lib, "nvmlDeviceGetMemoryInfo_v2", &nvml->memory_v2);
   if (nvml->init() != kNvmlSuccess) return nullptr;
   nvml->initialised = true;
   unsigned int count = 0;
@@ -105,10 +135,9 @@ void GpuGauges::Refresh() {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   std::lock_guard lock(mutex_);
   for (const Device& device : devices_) {
-    NvmlMemory memory{};
-    const bool memory_ok = nvml_->memory(device.handle, &memory) == kNvmlSuccess;
-    device.memory_used->Set(memory_ok ? static_cast<double>(memory.used) : kNaN);
-    device.memory_total->Set(memory_ok ? static_cast<double>(memory.total) : kNaN);
+    const std::optional<NvmlMemory> memory = ReadMemory(*nvml_, device.handle);
+    device.memory_used->Set(memory ? static_cast<double>(memory->used) : kNaN);
+    device.memory_total->Set(memory ? static_cast<double>(memory->total) : kNaN);
     NvmlUtilization utilization{};
     const bool utilization_ok = nvml_->utilization(device.handle, &utilization) == kNvmlSuccess;
     device.utilization->Set(utilization_ok ? utilization.gpu / 100.0 : kNaN);

@@ -312,6 +312,21 @@ TEST(MetricsTest, GpuGaugesAreSaneWithNvml) {
     EXPECT_GE(*utilization, 0.0);
     EXPECT_LE(*utilization, 1.0);
   }
+  // nvidia-smi is what operators compare against. Its numbers are MiB and read a moment later,
+  // and this process allocates nothing on the GPU, so a few MiB of drift is all another process
+  // could add; the driver's reservation (hundreds of MiB) must not be in "used".
+  constexpr double kMiB = 1024.0 * 1024.0;
+  constexpr double kToleranceBytes = 64 * kMiB;
+  const auto smi = testing::NvidiaSmiMemory();
+  if (smi.empty()) GTEST_SKIP() << "nvidia-smi not available to cross-check memory";
+  for (const auto& [gpu, used_total_mib] : smi) {
+    const LabelSet labels{{"gpu", std::to_string(gpu)}};
+    const auto used = x.Value("ltserve_gpu_memory_used_bytes", labels);
+    const auto total = x.Value("ltserve_gpu_memory_total_bytes", labels);
+    ASSERT_TRUE(used && total) << "gpu " << gpu << " missing";
+    EXPECT_NEAR(*used, used_total_mib.first * kMiB, kToleranceBytes) << "gpu " << gpu;
+    EXPECT_NEAR(*total, used_total_mib.second * kMiB, kMiB) << "gpu " << gpu;
+  }
 }
 
 TEST(MetricsTest, PromtoolAcceptsTheExposition) {

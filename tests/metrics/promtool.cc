@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +57,19 @@ std::optional<PromtoolResult> PromtoolCheckMetrics(const std::string& exposition
   const int status = pclose(raw);
   if (status == -1 || !WIFEXITED(status)) return std::nullopt;
   result.exit_code = WEXITSTATUS(status);
+  return result;
+}
+
+std::map<int, std::pair<double, double>> NvidiaSmiMemory() {
+  std::map<int, std::pair<double, double>> result;
+  FILE* raw = popen(
+      "nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null",
+      "r");
+  if (raw == nullptr) return result;
+  int index = 0;
+  double used = 0, total = 0;
+  while (std::fscanf(raw, " %d , %lf , %lf", &index, &used, &total) == 3) result[index] = {used, total};
+  if (pclose(raw) != 0) result.clear();
   return result;
 }
 

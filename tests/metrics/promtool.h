@@ -1,7 +1,10 @@
-// Runs `promtool check metrics` (Prometheus' own linter for the text format) over a string.
+// External programs the metrics tests compare against: `promtool check metrics` (Prometheus'
+// own linter for the text format) and nvidia-smi.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <utility>
 #include <string>
 
 namespace ltserve::testing {
@@ -14,5 +17,9 @@ struct PromtoolResult {
 bool PromtoolAvailable();
 // nullopt when promtool could not be run at all.
 std::optional<PromtoolResult> PromtoolCheckMetrics(const std::string& exposition);
+
+// GPU index -> (memory used, memory total) in MiB, as nvidia-smi reports them; empty when
+// nvidia-smi is missing or fails.
+std::map<int, std::pair<double, double>> NvidiaSmiMemory();
 
 }  // namespace ltserve::testing
