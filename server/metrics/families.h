@@ -1,6 +1,5 @@
 // The registry and every metric family of server/metrics, created once in Metrics::Create.
-// Private to the metrics target: the only place that includes prometheus-cpp's headers besides
-// its sources.
+// Private to the metrics target, like every prometheus-cpp type: the public header has none.
 //
 // Thread-safety: prometheus::Family and the metrics it holds are thread-safe; `load_series`
 // is guarded by `load_mutex`.
