@@ -1,0 +1,33 @@
+"""Writes the two benchmark models as TorchScript (fp32 weights, as a checkpoint holds them).
+
+mlp.pt: 1024-4096-4096-1024 with ReLU; ffn.pt: 4096-16384-4096 with GELU (tanh form, the one
+cuBLASLt's epilogue computes, so both sides compute the same function).
+Usage: python3 bench/export_bench_models.py OUT_DIR
+"""
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "bench_models")
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    mlp = nn.Sequential(
+        nn.Linear(1024, 4096), nn.ReLU(),
+        nn.Linear(4096, 4096), nn.ReLU(),
+        nn.Linear(4096, 1024),
+    ).eval()
+    ffn = nn.Sequential(
+        nn.Linear(4096, 16384), nn.GELU(approximate="tanh"),
+        nn.Linear(16384, 4096),
+    ).eval()
+    for name, module in (("mlp", mlp), ("ffn", ffn)):
+        torch.jit.script(module).save(str(out / f"{name}.pt"))
+        print(f"wrote {out / name}.pt")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+// ltserve's cuBLASLt executor against libtorch on the same GPU, same TorchScript model, bf16:
+// libtorch eager, libtorch replayed from a CUDA graph, and the hardware floor from a matmul
+// peak and a copy bandwidth measured in this same run. Prints one markdown table.
+//
+// Usage: ltserve_gpu_bench MODEL_DIR [max_batch]   (MODEL_DIR from bench/export_bench_models.py)
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/cuda.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_executor.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// Repetitions: the median of kRounds means of back-to-back passes; enough passes per round
+// that launch jitter averages out at small batch, few enough that batch 8192 stays short.
+constexpr int kRounds = 5;
+int Iterations(std::int64_t batch) { return batch <= 256 ? 200 : (batch <= 2048 ? 50 : 20); }
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Mean microseconds of `iterations` calls of `fn`, device synchronised around the loop.
+template <typename Fn>
+double TimeUs(Fn&& fn, int iterations) {
+  torch::cuda::synchronize();
+  const auto start = Clock::now();
+  for (int i = 0; i < iterations; ++i) fn();
+  torch::cuda::synchronize();
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iterations;
+}
+
+template <typename Fn>
+double MedianUs(Fn&& fn, int iterations) {
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> rounds;
+  for (int r = 0; r < kRounds; ++r) rounds.push_back(TimeUs(fn, iterations));
+  return Median(rounds);
+}
+
+double MeasurePeakTflops() {
+  const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  constexpr std::int64_t n = 8192;
+  auto a = torch::randn({n, n}, options);
+  auto b = torch::randn({n, n}, options);
+  const double us = MedianUs([&] { (void)torch::mm(a, b); }, 10);
+  return 2.0 * n * n * n / us * 1e-6;
+}
+
+double MeasureCopyTBps() {
+  const auto options = torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA);
+  constexpr std::int64_t bytes = std::int64_t{2} << 30;
+  auto src = torch::randint(0, 255, {bytes}, options);
+  auto dst = torch::empty({bytes}, options);
+  const double us = MedianUs([&] { dst.copy_(src); }, 10);
+  return 2.0 * bytes / us * 1e-6;  // bytes read plus bytes written
+}
+
+std::vector<float> ToFloats(const torch::Tensor& t) {
+  auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+// Bench-local lowering of a Sequential of Linear / ReLU / GELU (the real loader is server/torch).
+std::shared_ptr<ltserve::plan::Plan> Lower(torch::jit::script::Module& module) {
+  auto plan = std::make_shared<ltserve::plan::Plan>();
+  ltserve::plan::ValueId current = ltserve::plan::kNoValue;
+  std::vector<ltserve::plan::LinearOp> ops;
+  for (const auto& child : module.named_children()) {
+    const std::string type = child.value.type()->name()->name();
+    if (type == "Linear") {
+      ltserve::plan::LinearOp op;
+      auto weight = child.value.attr("weight").toTensor();
+      op.out_features = weight.size(0);
+      op.in_features = weight.size(1);
+      op.weight = ToFloats(weight);
+      if (!child.value.attr("bias").isNone()) op.bias = ToFloats(child.value.attr("bias").toTensor());
+      ops.push_back(std::move(op));
+    } else if (type == "ReLU" && !ops.empty()) {
+      ops.back().activation = ltserve::plan::Activation::kRelu;
+    } else if (type == "GELU" && !ops.empty()) {
+      ops.back().activation = child.value.attr("approximate").toStringRef() == "tanh"
+                                  ? ltserve::plan::Activation::kGeluTanh
+                                  : ltserve::plan::Activation::kGeluErf;
+    } else {
+      std::fprintf(stderr, "bench lowering: unsupported module %s\n", type.c_str());
+      return nullptr;
+    }
+  }
+  if (ops.empty()) return nullptr;
+  current = plan->AddValue("input", ops.front().in_features);
+  plan->SetInput(current, ltserve::plan::InputKind::kRows);
+  for (auto& op : ops) {
+    op.input = current;
+    op.output = plan->AddValue("linear" + std::to_string(plan->values().size()), op.out_features);
+    current = op.output;
+    plan->Append(std::move(op));
+  }
+  plan->SetOutput(current);
+  return plan;
+}
+
+int BenchModel(const std::string& name, const std::string& path, std::int64_t max_batch,
+               double peak_tflops, double copy_tbps) {
+  c10::InferenceMode inference;
+  auto module = torch::jit::load(path);
+  module.eval();
+  auto plan = Lower(module);
+  if (plan == nullptr || !plan->Validate().ok()) return 1;
+  module.to(torch::kCUDA, torch::kBFloat16);
+
+  ltserve::ModelSpec spec;
+  spec.name = name;
+  spec.max_batch_size = static_cast<int>(max_batch);
+  spec.inputs = {{"x", ltserve::DataType::kBf16, {plan->input_width()}}};
+  spec.outputs = {{"y", ltserve::DataType::kBf16, {plan->output_width()}}};
+  spec.parameters["precision"] = "bf16";
+  const auto load_start = Clock::now();
+  auto factory = ltserve::CreateGpuExecutorFactory(plan, spec);
+  if (!factory.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), factory.status().ToString().c_str());
+    return 1;
+  }
+  auto instance = factory.value()->CreateInstance(0);
+  if (!instance.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), instance.status().ToString().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "%s: loaded in %.1f s: %s\n", name.c_str(),
+               std::chrono::duration<double>(Clock::now() - load_start).count(),
+               factory.value()->Describe().c_str());
+  ltserve::ExecutorInstance& exec = *instance.value();
+  const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+
+  // Agreement with libtorch on one batch through the full Execute path (pinned I/O).
+  {
+    const std::int64_t rows = 64;
+    auto x = torch::randn({rows, plan->input_width()}, options);
+    auto expected = module.forward({x}).toTensor().to(torch::kFloat32);
+    auto x_cpu = x.to(torch::kCPU).contiguous();
+    auto buffer = exec.InputBuffer(0, x_cpu.nbytes());
+    std::memcpy(buffer.value().data(), x_cpu.data_ptr(), x_cpu.nbytes());
+    ltserve::BatchShape shape;
+    shape.batch_size = rows;
+    if (!exec.Execute(shape, nullptr).ok()) return 1;
+    auto got = torch::empty({rows, plan->output_width()}, torch::kBFloat16);
+    std::memcpy(got.data_ptr(), exec.Output(0).data(), got.nbytes());
+    auto diff = (got.to(torch::kFloat32) - expected.cpu()).norm() / expected.cpu().norm();
+    std::fprintf(stderr, "%s: ltserve vs libtorch at 64 rows, relative difference %.3g\n",
+                 name.c_str(), diff.item<double>());
+  }
+
+  const double flops_per_row = plan->FlopsPerRow();
+  const double weight_bytes = static_cast<double>(plan->WeightBytes(2));
+  for (std::int64_t batch = 1; batch <= max_batch; batch *= 2) {
+    const int iterations = Iterations(batch);
+    std::vector<double> ours;
+    for (int r = 0; r < kRounds; ++r) {
+      auto us = ltserve::GpuTimeForward(exec, batch, iterations);
+      if (!us.ok()) {
+        std::fprintf(stderr, "%s\n", us.status().ToString().c_str());
+        return 1;
+      }
+      ours.push_back(us.value());
+    }
+    const double ltserve_us = Median(ours);
+
+    // End to end through Execute: pinned host input -> device -> pinned host output.
+    auto in = exec.InputBuffer(0, batch * plan->input_width() * 2);
+    std::memset(in.value().data(), 0x3f, in.value().size());  // 0x3f3f: bf16 0.75, not zeros
+    ltserve::BatchShape shape;
+    shape.batch_size = batch;
+    const double e2e_us = MedianUs([&] { (void)exec.Execute(shape, nullptr); }, iterations);
+
+    auto x = torch::randn({batch, plan->input_width()}, options);
+    std::vector<torch::jit::IValue> args{x};
+    const double eager_us = MedianUs([&] { (void)module.forward(args); }, iterations);
+
+    double graph_us = 0;
+    {
+      auto stream = c10::cuda::getStreamFromPool();
+      c10::cuda::CUDAStreamGuard guard(stream);
+      for (int i = 0; i < 3; ++i) (void)module.forward(args);
+      stream.synchronize();
+      at::cuda::CUDAGraph graph;
+      graph.capture_begin();
+      auto y = module.forward(args).toTensor();
+      graph.capture_end();
+      graph_us = MedianUs([&] { graph.replay(); }, iterations);
+    }
+    const double compute_us = flops_per_row * batch / (peak_tflops * 1e6);
+    const double memory_us =
+        (weight_bytes + 2.0 * batch * (plan->input_width() + plan->output_width())) /
+        (copy_tbps * 1e6);
+    const double floor_us = std::max(compute_us, memory_us);
+    const double tflops = flops_per_row * batch / ltserve_us * 1e-6;
+    std::printf("| %s | %ld | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.0f%% |\n",
+                name.c_str(), static_cast<long>(batch), floor_us, ltserve_us, e2e_us, eager_us,
+                graph_us, graph_us / ltserve_us, eager_us / ltserve_us, ltserve_us / floor_us,
+                100.0 * tflops / peak_tflops);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch]\n", argv[0]);
+    return 2;
+  }
+  std::string reason;
+  if (!ltserve::GpuAvailable(&reason) || !torch::cuda::is_available()) {
+    std::fprintf(stderr, "no GPU: %s\n", reason.c_str());
+    return 0;
+  }
+  const std::string dir = argv[1];
+  const std::int64_t max_batch = argc > 2 ? std::stoll(argv[2]) : 8192;
+  try {
+    const double peak = MeasurePeakTflops();
+    const double copy = MeasureCopyTBps();
+    std::printf("measured: bf16 matmul peak %.0f TFLOP/s (8192^3 torch.mm), copy %.2f TB/s "
+                "(2 GiB device-to-device, read+write)\n\n", peak, copy);
+    std::printf("| model | batch | floor µs | ltserve graph µs | ltserve Execute e2e µs | "
+                "torch eager µs | torch graph µs | torch graph / ltserve | torch eager / ltserve "
+                "| ltserve / floor | ltserve %% of peak |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    int failures = 0;
+    failures += BenchModel("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt", max_batch, peak, copy);
+    failures += BenchModel("FFN 4096-16384-4096 GELU(tanh)", dir + "/ffn.pt", max_batch, peak, copy);
+    return failures == 0 ? 0 : 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench failed: %s\n", error.what());
+    return 1;
+  }
+}

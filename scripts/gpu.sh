@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU run, on a machine with an NVIDIA GPU (H200) and nvcc but no Debian C++ packages:
+# unpacks the .debs carried in .debs/ (see docs/gpu_executor.md), builds the GPU executor, its
+# tests and its benchmark, runs them, then builds the whole project as far as it builds there.
+# Logs and the benchmark table go to $OUT (default: ./gpu-out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+JOBS=${JOBS:-$(nproc)}
+status=0
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv \
+  > "$OUT/gpu.txt" 2>&1
+git rev-parse HEAD > "$OUT/commit.txt" 2>/dev/null || true
+git status --short >> "$OUT/commit.txt" 2>/dev/null || true
+
+D=$ROOT/.deb-root
+mkdir -p "$D"
+for f in .debs/*.deb; do dpkg -x "$f" "$D"; done
+L=$D/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-} LIBRARY_PATH=$L PKG_CONFIG_PATH=$L/pkgconfig
+export PATH=$D/usr/bin:$PATH
+TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+PREFIX="$TORCH_PREFIX;$D/usr"
+
+echo "== GPU executor build"
+{
+  cmake -S scripts/gpu-only -B build-gpu-only -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_CUDA_ARCHITECTURES=90 &&
+  cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench
+} > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
+
+echo "== GPU tests"
+./build-gpu-only/tests/gpu/test_gpu_executor > "$OUT/test_gpu_executor.log" 2>&1 || status=1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |relative error|gelu_epilogue|Failure|error:" \
+  "$OUT/test_gpu_executor.log" | tail -60
+
+if [[ ${RUN_BENCH:-1} == 1 ]]; then
+echo "== benchmark"
+python3 bench/export_bench_models.py build-gpu-only/bench_models > "$OUT/export.log" 2>&1 || status=1
+./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models ${BENCH_MAX_BATCH:-8192} \
+  > "$OUT/bench.md" 2> "$OUT/bench.log" || status=1
+cat "$OUT/bench.log" "$OUT/bench.md"
+fi
+
+if [[ ${FULL_BUILD:-1} == 1 ]]; then
+  echo "== whole project (errors in other components do not stop the build)"
+  {
+    cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
+      -DCMAKE_CUDA_ARCHITECTURES=90 &&
+    timeout "${FULL_BUILD_SECONDS:-240}" cmake --build build-device -j "$JOBS" -- -k
+  } > "$OUT/build-all.log" 2>&1
+  echo "whole-project build exit $? (log: build-all.log)"
+  grep -E "error|Error" "$OUT/build-all.log" | head -20
+fi
+exit $status

@@ -1,0 +1,36 @@
+// The cuBLASLt algorithms chosen by timing at load, keyed by GemmShape::Key, optionally kept in
+// a text file so that a restart on the same GPU and cuBLASLt version skips the timing.
+// A file written for another GPU or library version is ignored as a whole.
+//
+// Thread-safety: none; the executor fills and reads it during model load only.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "common/status.h"
+
+namespace ltserve::gpu {
+
+class AlgoCache {
+ public:
+  // `fingerprint` names the GPU and library version; entries of another fingerprint are ignored.
+  explicit AlgoCache(std::string fingerprint) : fingerprint_(std::move(fingerprint)) {}
+
+  // A missing file is an empty cache; an unreadable or malformed one is an error.
+  Status Load(const std::filesystem::path& path);
+  Status Save(const std::filesystem::path& path) const;
+
+  const cublasLtMatmulAlgo_t* Find(const std::string& key) const;
+  void Put(const std::string& key, const cublasLtMatmulAlgo_t& algo) { entries_[key] = algo; }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::string fingerprint_;
+  std::map<std::string, cublasLtMatmulAlgo_t> entries_;
+};
+
+}  // namespace ltserve::gpu

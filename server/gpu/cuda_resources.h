@@ -1,0 +1,89 @@
+// RAII owners for every CUDA and cuBLASLt resource server/gpu creates. Each is created by a
+// static Create() returning Result (construction can fail), is move-only, and releases its
+// resource in the destructor (release errors are ignored: nothing useful can be done there).
+//
+// Thread-safety: none of these objects is safe to use from two threads at once.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace ltserve::gpu {
+
+struct StreamDeleter { void operator()(cudaStream_t s) const { cudaStreamDestroy(s); } };
+struct EventDeleter { void operator()(cudaEvent_t e) const { cudaEventDestroy(e); } };
+struct GraphDeleter { void operator()(cudaGraph_t g) const { cudaGraphDestroy(g); } };
+struct GraphExecDeleter { void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); } };
+struct LtHandleDeleter { void operator()(cublasLtHandle_t h) const { cublasLtDestroy(h); } };
+struct MatmulDescDeleter {
+  void operator()(cublasLtMatmulDesc_t d) const { cublasLtMatmulDescDestroy(d); }
+};
+struct LayoutDeleter {
+  void operator()(cublasLtMatrixLayout_t l) const { cublasLtMatrixLayoutDestroy(l); }
+};
+struct PreferenceDeleter {
+  void operator()(cublasLtMatmulPreference_t p) const { cublasLtMatmulPreferenceDestroy(p); }
+};
+
+// The handle types are pointers to opaque structs, so unique_ptr over the pointee works.
+using Stream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
+using Graph = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
+using GraphExec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+using LtHandle = std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, LtHandleDeleter>;
+using MatmulDesc = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>, MatmulDescDeleter>;
+using Layout = std::unique_ptr<std::remove_pointer_t<cublasLtMatrixLayout_t>, LayoutDeleter>;
+using Preference =
+    std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, PreferenceDeleter>;
+
+Result<Stream> CreateStream();
+Result<Event> CreateEvent(bool timing);
+Result<LtHandle> CreateLtHandle();
+Result<Layout> CreateLayout(cudaDataType_t type, std::uint64_t rows, std::uint64_t cols,
+                            std::int64_t ld);
+
+// Device memory from cudaMalloc (256-byte aligned). `what` names the use in the OOM message.
+class DeviceBuffer {
+ public:
+  static Result<DeviceBuffer> Create(std::size_t bytes, const std::string& what);
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Page-locked host memory from cudaHostAlloc, so async copies really are asynchronous.
+class PinnedBuffer {
+ public:
+  static Result<PinnedBuffer> Create(std::size_t bytes, const std::string& what);
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer();
+
+  std::byte* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace ltserve::gpu

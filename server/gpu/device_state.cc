@@ -1,0 +1,203 @@
+#include "gpu/device_state.h"
+
+#include "gpu/algo_cache.h"
+#include "gpu/cuda_check.h"
+
+namespace ltserve::gpu {
+namespace {
+
+std::string Fingerprint(int device) {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) return "unknown device";
+  return std::string(properties.name) + " sm_" + std::to_string(properties.major) +
+         std::to_string(properties.minor) + " cublasLt " + std::to_string(cublasLtGetVersion());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const GpuModel> model,
+                                                         bool for_tuning) {
+  std::unique_ptr<DeviceState> state(new DeviceState());
+  state->model_ = model;
+  const ModelOptions& options = model->options();
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  LTSERVE_ASSIGN_OR_RETURN(state->stream_, CreateStream());
+  LTSERVE_ASSIGN_OR_RETURN(state->handle_, CreateLtHandle());
+  LTSERVE_ASSIGN_OR_RETURN(state->workspace_,
+                           DeviceBuffer::Create(options.workspace_bytes, "cuBLASLt workspace"));
+  const ElemType storage = StorageType(options.precision);
+  const auto rows = static_cast<std::size_t>(options.capacity_rows);
+  for (const plan::Value& value : model->plan().values()) {
+    const std::size_t bytes = rows * static_cast<std::size_t>(value.width) * ElemSize(storage);
+    LTSERVE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                             DeviceBuffer::Create(bytes, "activation '" + value.name + "'"));
+    // Rows past a batch (bucket padding) are computed too: start them as zeros, not garbage.
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffer.data(), 0, bytes, state->stream()));
+    state->values_.push_back(std::move(buffer));
+  }
+  if (options.input_type != storage) {
+    LTSERVE_ASSIGN_OR_RETURN(
+        state->input_io_,
+        DeviceBuffer::Create(rows * model->plan().input_width() * ElemSize(options.input_type),
+                             "input staging"));
+    LTSERVE_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(state->input_io_.data(), 0, state->input_io_.bytes(), state->stream()));
+  }
+  if (options.output_type != storage) {
+    LTSERVE_ASSIGN_OR_RETURN(
+        state->output_io_,
+        DeviceBuffer::Create(rows * model->plan().output_width() * ElemSize(options.output_type),
+                             "output staging"));
+  }
+  state->gemms_.resize(model->steps().size());
+  for (std::size_t s = 0; s < model->steps().size(); ++s) {
+    const auto* step = std::get_if<GemmStep>(&model->steps()[s]);
+    if (step == nullptr) continue;
+    for (std::size_t b = 0; b < model->buckets().size(); ++b) {
+      LTSERVE_ASSIGN_OR_RETURN(Gemm gemm,
+                               Gemm::Create(options.precision, step->Shape(model->buckets()[b])));
+      if (!for_tuning) gemm.set_algo(model->Algo(s, b));
+      state->gemms_[s].push_back(std::move(gemm));
+    }
+  }
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state->stream()));
+  return state;
+}
+
+void* DeviceState::input_device() const {
+  return input_io_.data() != nullptr ? input_io_.data() : Value(model_->plan().input());
+}
+
+const void* DeviceState::output_device() const {
+  return output_io_.data() != nullptr ? output_io_.data() : Value(model_->plan().output());
+}
+
+Status DeviceState::RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket) {
+  const std::int64_t rows = model_->buckets()[bucket];
+  GemmOperands operands;
+  operands.weight = model_->Weight(step.weight_offset);
+  operands.input = Value(step.input);
+  operands.output = Value(step.output);
+  const bool has_residual = step.residual != plan::kNoValue;
+  if (step.fused) {
+    operands.bias = model_->Weight(step.bias_offset);
+    operands.residual = has_residual ? Value(step.residual) : nullptr;
+  }
+  LTSERVE_RETURN_IF_ERROR(gemms_[step_index][bucket].Run(
+      handle_.get(), operands, workspace_.data(), workspace_.bytes(), stream()));
+  if (!step.needs_pointwise) return Status::Ok();
+  const void* bias = step.fused ? nullptr : model_->Weight(step.bias_offset);
+  const void* residual = !step.fused && has_residual ? Value(step.residual) : nullptr;
+  LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPointwise(operands.output, bias, residual, operands.output,
+                                               rows, step.n, step.after,
+                                               StorageType(model_->options().precision),
+                                               stream()));
+  return Status::Ok();
+}
+
+Status DeviceState::Forward(std::size_t bucket) {
+  const ModelOptions& options = model_->options();
+  const plan::Plan& plan = model_->plan();
+  const ElemType storage = StorageType(options.precision);
+  const std::int64_t rows = model_->buckets()[bucket];
+  if (input_io_.data() != nullptr) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(
+        LaunchConvert(input_io_.data(), options.input_type, Value(plan.input()), storage,
+                      static_cast<std::size_t>(rows * plan.input_width()), stream()));
+  }
+  for (std::size_t s = 0; s < model_->steps().size(); ++s) {
+    const Step& step = model_->steps()[s];
+    if (const auto* gemm = std::get_if<GemmStep>(&step)) {
+      LTSERVE_RETURN_IF_ERROR(RunGemm(s, *gemm, bucket));
+    } else if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
+      const void* residual =
+          pointwise->residual == plan::kNoValue ? nullptr : Value(pointwise->residual);
+      LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPointwise(
+          Value(pointwise->input), nullptr, residual, Value(pointwise->output), rows,
+          plan.values()[pointwise->output].width, pointwise->activation, storage, stream()));
+    } else if (const auto* norm = std::get_if<LayerNormStep>(&step)) {
+      const void* residual = norm->residual == plan::kNoValue ? nullptr : Value(norm->residual);
+      LTSERVE_CUDA_RETURN_IF_ERROR(LaunchLayerNorm(
+          Value(norm->input), residual, static_cast<const float*>(model_->Weight(norm->gamma_offset)),
+          static_cast<const float*>(model_->Weight(norm->beta_offset)), Value(norm->output), rows,
+          plan.values()[norm->output].width, norm->eps, storage, stream()));
+    }
+  }
+  if (output_io_.data() != nullptr) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(
+        LaunchConvert(Value(plan.output()), storage, output_io_.data(), options.output_type,
+                      static_cast<std::size_t>(rows * plan.output_width()), stream()));
+  }
+  return Status::Ok();
+}
+
+Status DeviceState::Tune(GpuModel& model) {
+  const ModelOptions& options = model.options_;
+  AlgoCache cache(Fingerprint(options.device));
+  if (!options.algo_cache_file.empty()) LTSERVE_RETURN_IF_ERROR(cache.Load(options.algo_cache_file));
+  const std::size_t cached_before = cache.size();
+  int from_cache = 0;
+  // Buffers of instance size, so candidates are timed on the real shapes and alignments.
+  // A non-owning shared_ptr: the state lives only within this call, the model outlives it.
+  std::shared_ptr<const GpuModel> view(&model, [](const GpuModel*) {});
+  LTSERVE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceState> state, Create(view, /*for_tuning=*/true));
+  const ElemType storage = StorageType(options.precision);
+  for (std::size_t v = 0; v < state->values_.size(); ++v) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchFillRandom(state->values_[v].data(), storage,
+                                                  state->values_[v].bytes() / ElemSize(storage),
+                                                  static_cast<std::uint32_t>(v + 1),
+                                                  state->stream()));
+  }
+  model.algos_.assign(model.steps_.size(), {});
+  for (std::size_t s = 0; s < model.steps_.size(); ++s) {
+    auto* step = std::get_if<GemmStep>(&model.steps_[s]);
+    if (step == nullptr) continue;
+    for (bool retry = true; retry;) {
+      retry = false;
+      model.algos_[s].clear();
+      for (std::size_t b = 0; b < model.buckets_.size(); ++b) {
+        const GemmShape shape = step->Shape(model.buckets_[b]);
+        LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, shape));
+        const std::string key = shape.Key(options.precision, options.workspace_bytes);
+        const cublasLtMatmulAlgo_t* cached = cache.Find(key);
+        if (cached != nullptr && gemm.Supports(state->handle_.get(), *cached, options.workspace_bytes)) {
+          model.algos_[s].push_back(*cached);
+          ++from_cache;
+          continue;
+        }
+        GemmOperands operands{model.Weight(step->weight_offset), state->Value(step->input),
+                              step->fused ? model.Weight(step->bias_offset) : nullptr,
+                              shape.residual ? state->Value(step->residual) : nullptr,
+                              state->Value(step->output)};
+        Result<cublasLtMatmulAlgo_t> algo =
+            TuneGemm(gemm, state->handle_.get(), operands, state->workspace_.data(),
+                     options.workspace_bytes, options.algo_candidates, state->stream());
+        if (!algo.ok() && algo.status().code() == StatusCode::kNotFound && step->fused) {
+          model.notes_.push_back(
+              "linear " + std::to_string(step->k) + "->" + std::to_string(step->n) +
+              " (plan op " + std::to_string(s) + "): cuBLASLt has no fused algorithm at " +
+              std::to_string(shape.m) + " rows; running matmul + separate bias/activation kernel");
+          step->fused = false;
+          ChooseEpilogue(*step, options.gelu);
+          retry = true;
+          break;
+        }
+        if (!algo.ok()) {
+          return algo.status().WithContext("choosing a cuBLASLt algorithm for " + key + ": ");
+        }
+        cache.Put(key, algo.value());
+        model.algos_[s].push_back(algo.value());
+      }
+    }
+  }
+  if (from_cache > 0) {
+    model.notes_.push_back(std::to_string(from_cache) + " GEMM algorithms read from " +
+                           options.algo_cache_file);
+  }
+  if (!options.algo_cache_file.empty() && cache.size() != cached_before) {
+    LTSERVE_RETURN_IF_ERROR(cache.Save(options.algo_cache_file));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ltserve::gpu

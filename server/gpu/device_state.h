@@ -1,0 +1,52 @@
+// Everything one executor instance owns on the GPU, all allocated at creation: a stream, a
+// cuBLASLt handle, its workspace, one activation buffer per plan value sized for the largest
+// bucket, device I/O buffers where the I/O dtype differs from the compute dtype, and one
+// cuBLASLt descriptor set per GEMM and bucket. Forward() only enqueues work.
+//
+// Thread-safety: one thread at a time.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "gpu/cuda_resources.h"
+#include "gpu/gemm.h"
+#include "gpu/gpu_model.h"
+
+namespace ltserve::gpu {
+
+class DeviceState {
+ public:
+  // Sets each GEMM's algorithm from the model unless `for_tuning`.
+  static Result<std::unique_ptr<DeviceState>> Create(std::shared_ptr<const GpuModel> model,
+                                                     bool for_tuning);
+
+  cudaStream_t stream() const { return stream_.get(); }
+  // Where the host copies input rows to, and reads output rows from.
+  void* input_device() const;
+  const void* output_device() const;
+
+  // Enqueues the forward pass over `bucket`'s rows, conversions at the edges included.
+  Status Forward(std::size_t bucket);
+
+  // Chooses every GEMM's algorithm on this state's buffers, turning a layer cuBLASLt cannot
+  // fuse into matmul + pointwise; uses and updates the model's algorithm cache file.
+  static Status Tune(GpuModel& model);
+
+ private:
+  DeviceState() = default;
+  Status RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket);
+  void* Value(plan::ValueId id) const { return values_[static_cast<std::size_t>(id)].data(); }
+
+  std::shared_ptr<const GpuModel> model_;
+  Stream stream_;
+  LtHandle handle_;
+  DeviceBuffer workspace_;
+  std::vector<DeviceBuffer> values_;
+  DeviceBuffer input_io_;   // only when the input dtype differs from the compute dtype
+  DeviceBuffer output_io_;  // likewise for the output
+  std::vector<std::vector<Gemm>> gemms_;  // [step][bucket]; empty for non-GEMM steps
+};
+
+}  // namespace ltserve::gpu

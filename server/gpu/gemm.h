@@ -1,0 +1,87 @@
+// One cuBLASLt matmul of a Linear layer at a fixed row count M: PyTorch's row-major
+// Y[M,N] = X[M,K]·W[N,K]ᵀ (+bias, activation, +residual) computed as the column-major
+// Yᵀ[N,M] = W·Xᵀ (A = W with TRANSA = T, B = X, C = residual, D = Y, all with ld = rows of the
+// column-major view), so the bias epilogue broadcasts along N.
+//
+// Thread-safety: a Gemm is used by one thread (one instance) at a time; algorithms are plain
+// values and may be shared.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "gpu/cuda_resources.h"
+#include "gpu/kernels.h"
+
+namespace ltserve::gpu {
+
+enum class Precision : std::uint8_t { kBf16, kFp16, kFp32, kTf32 };
+const char* PrecisionName(Precision precision);
+ElemType StorageType(Precision precision);
+
+struct GemmShape {
+  std::int64_t m = 0;  // rows of X and Y (the batch bucket)
+  std::int64_t n = 0;  // out_features
+  std::int64_t k = 0;  // in_features
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  bool residual = false;  // C = residual with beta = 1
+
+  // Everything the chosen algorithm depends on, as an algorithm-cache key.
+  std::string Key(Precision precision, std::size_t workspace_bytes) const;
+};
+
+// Device pointers of one run; bias must be null unless the epilogue has BIAS.
+struct GemmOperands {
+  const void* weight = nullptr;
+  const void* input = nullptr;
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  void* output = nullptr;
+};
+
+class Gemm {
+ public:
+  static Result<Gemm> Create(Precision precision, const GemmShape& shape);
+
+  const GemmShape& shape() const { return shape_; }
+
+  // Up to `count` algorithms the heuristic offers for this workspace, best first; empty (not
+  // an error) when cuBLASLt has none for this shape/epilogue.
+  Result<std::vector<cublasLtMatmulAlgo_t>> Candidates(cublasLtHandle_t handle,
+                                                       std::size_t workspace_bytes, int count);
+  // True when `algo` can run this matmul with this workspace (e.g. one read from a cache file).
+  bool Supports(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo,
+                std::size_t workspace_bytes) const;
+
+  void set_algo(const cublasLtMatmulAlgo_t& algo) { algo_ = algo; has_algo_ = true; }
+
+  // Enqueues the matmul on `stream`. No allocation, no heuristic query: safe under capture.
+  Status Run(cublasLtHandle_t handle, const GemmOperands& operands, void* workspace,
+             std::size_t workspace_bytes, cudaStream_t stream) const;
+  Status RunWith(const cublasLtMatmulAlgo_t& algo, cublasLtHandle_t handle,
+                 const GemmOperands& operands, void* workspace, std::size_t workspace_bytes,
+                 cudaStream_t stream) const;
+
+ private:
+  Gemm() = default;
+
+  GemmShape shape_;
+  MatmulDesc desc_;
+  Layout a_, b_, cd_;
+  cublasLtMatmulAlgo_t algo_{};
+  bool has_algo_ = false;
+};
+
+// Times each candidate on `stream` (warm-up runs first) and returns the fastest; NOT_FOUND
+// when the heuristic offers none.
+Result<cublasLtMatmulAlgo_t> TuneGemm(Gemm& gemm, cublasLtHandle_t handle,
+                                      const GemmOperands& operands, void* workspace,
+                                      std::size_t workspace_bytes, int candidates,
+                                      cudaStream_t stream);
+
+}  // namespace ltserve::gpu

@@ -1,0 +1,130 @@
+// What one model is on the GPU, shared by all its instances: the options read from the model
+// config, the plan lowered to steps (fused GEMMs and the kernels for what does not fuse), the
+// packed device weights, the batch buckets and the algorithm chosen per GEMM and bucket.
+//
+// Thread-safety: immutable after Create; any number of instances read it concurrently.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+#include "executor/model_spec.h"
+#include "gpu/cuda_resources.h"
+#include "gpu/gemm.h"
+#include "gpu/kernels.h"
+#include "plan/plan.h"
+
+namespace ltserve::gpu {
+
+enum class GeluMode : std::uint8_t { kTanhEpilogue, kExact };
+
+struct ModelOptions {
+  Precision precision = Precision::kBf16;
+  GeluMode gelu = GeluMode::kTanhEpilogue;
+  std::size_t workspace_bytes = std::size_t{32} << 20;
+  int algo_candidates = 8;
+  std::string algo_cache_file;
+  bool cuda_graphs = true;
+  bool fuse_epilogues = true;  // false: every Linear runs unfused (for tests and debugging)
+  int device = 0;
+  std::int64_t capacity_rows = 1;  // rows (samples or packed tokens) an instance is sized for
+  ElemType input_type = ElemType::kFp32;   // I/O dtypes as the client sends and receives them
+  ElemType output_type = ElemType::kFp32;
+  // Output dims after the batch dimension, as the config states them (else [width]).
+  std::vector<std::int64_t> output_dims;
+};
+
+Result<ModelOptions> ParseModelOptions(const plan::Plan& plan, const ModelSpec& spec);
+
+constexpr std::size_t kNoOffset = static_cast<std::size_t>(-1);
+
+// A Linear: one cuBLASLt matmul, then (only when something did not fuse) a pointwise step
+// over its output applying what is left of bias, residual and activation.
+struct GemmStep {
+  plan::ValueId input = plan::kNoValue;
+  plan::ValueId output = plan::kNoValue;
+  plan::ValueId residual = plan::kNoValue;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::size_t weight_offset = kNoOffset;
+  std::size_t bias_offset = kNoOffset;
+  plan::Activation activation = plan::Activation::kNone;
+  bool fused = true;          // bias and residual in the matmul; false: plain matmul + pointwise
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  plan::Activation after = plan::Activation::kNone;  // activation left for the pointwise step
+  bool needs_pointwise = false;
+
+  GemmShape Shape(std::int64_t rows) const {
+    return GemmShape{rows, n, k, epilogue, fused && residual != plan::kNoValue};
+  }
+};
+
+// Sets the step's epilogue from its activation and `fused`, and what is left to the
+// pointwise step after the matmul.
+void ChooseEpilogue(GemmStep& step, GeluMode gelu);
+
+// out = act(in + residual): a standalone activation, an Add, or both.
+struct PointwiseStep {
+  plan::ValueId input = plan::kNoValue;
+  plan::ValueId residual = plan::kNoValue;
+  plan::ValueId output = plan::kNoValue;
+  plan::Activation activation = plan::Activation::kNone;
+};
+
+struct LayerNormStep {
+  plan::ValueId input = plan::kNoValue;
+  plan::ValueId residual = plan::kNoValue;
+  plan::ValueId output = plan::kNoValue;
+  std::size_t gamma_offset = kNoOffset;  // fp32
+  std::size_t beta_offset = kNoOffset;   // fp32
+  float eps = 1e-5f;
+};
+
+using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep>;
+
+class GpuModel {
+ public:
+  // Lowers and uploads; choosing the algorithms (which needs instance-sized buffers) is Tune's.
+  static Result<std::shared_ptr<GpuModel>> Create(std::shared_ptr<const plan::Plan> plan,
+                                                  const ModelSpec& spec);
+
+  const plan::Plan& plan() const { return *plan_; }
+  const ModelOptions& options() const { return options_; }
+  const std::vector<Step>& steps() const { return steps_; }
+  const std::vector<std::int64_t>& buckets() const { return buckets_; }
+  // Index of the smallest bucket holding `rows` (rows <= capacity_rows).
+  std::size_t BucketFor(std::int64_t rows) const;
+  const void* Weight(std::size_t offset) const {
+    return offset == kNoOffset ? nullptr : static_cast<const std::byte*>(weights_.data()) + offset;
+  }
+  const cublasLtMatmulAlgo_t& Algo(std::size_t step, std::size_t bucket) const {
+    return algos_[step][bucket];
+  }
+  // One line per decision worth a log line (unfused layers, cache use), for Describe().
+  const std::vector<std::string>& notes() const { return notes_; }
+  int fused_gemms() const;
+  int gemms() const;
+
+ private:
+  friend class DeviceState;  // DeviceState::Tune fills algos_ and may unfuse steps
+  GpuModel() = default;
+  Status Lower();
+  Status Upload();
+
+  std::shared_ptr<const plan::Plan> plan_;
+  ModelOptions options_;
+  std::vector<Step> steps_;
+  std::vector<std::int64_t> buckets_;
+  std::vector<std::byte> host_weights_;  // packed, freed after upload
+  DeviceBuffer weights_;
+  std::vector<std::vector<cublasLtMatmulAlgo_t>> algos_;  // [step][bucket], GEMM steps only
+  std::vector<std::string> notes_;
+};
+
+}  // namespace ltserve::gpu

@@ -1,0 +1,223 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gpu/kernels.h"
+
+namespace ltserve::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+// A grid-stride loop needs no more blocks than keep every SM busy; this bounds the grid for
+// huge tensors without a device query on the launch path.
+constexpr std::int64_t kMaxBlocks = 4096;
+
+__device__ __forceinline__ float Load(const float* p, std::int64_t i) { return p[i]; }
+__device__ __forceinline__ float Load(const __half* p, std::int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float Load(const __nv_bfloat16* p, std::int64_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ void Store(float* p, std::int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void Store(__half* p, std::int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void Store(__nv_bfloat16* p, std::int64_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+__device__ __forceinline__ float Apply(plan::Activation act, float x) {
+  switch (act) {
+    case plan::Activation::kNone: return x;
+    case plan::Activation::kRelu: return x < 0.f ? 0.f : x;  // keeps NaN, as torch.relu does
+    case plan::Activation::kGeluErf: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case plan::Activation::kGeluTanh: {
+      const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.f + tanhf(inner));
+    }
+    case plan::Activation::kSilu: return x / (1.f + expf(-x));
+    case plan::Activation::kTanh: return tanhf(x);
+    case plan::Activation::kSigmoid: return 1.f / (1.f + expf(-x));
+  }
+  return x;
+}
+
+template <typename Src, typename Dst>
+__global__ void ConvertKernel(const Src* src, Dst* dst, std::int64_t count) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    Store(dst, i, Load(src, i));
+  }
+}
+
+template <typename T>
+__global__ void FillRandomKernel(T* data, std::int64_t count, std::uint32_t seed) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9e3779b9u ^ seed;  // integer hash (lowbias32)
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    Store(data, i, static_cast<float>(h) * (2.0f / 4294967296.0f) - 1.0f);
+  }
+}
+
+template <typename T>
+__global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T* out,
+                                std::int64_t rows, std::int64_t width, plan::Activation act) {
+  const std::int64_t count = rows * width;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float v = Load(in, i);
+    if (bias != nullptr) v += Load(bias, i % width);
+    if (residual != nullptr) v += Load(residual, i);
+    Store(out, i, Apply(act, v));
+  }
+}
+
+__device__ float BlockSum(float v, float* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  __syncthreads();  // scratch may still be read by the previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < blockDim.x / 32 ? scratch[lane] : 0.f;
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// One block per row; two passes over the row (mean, then centred variance) for accuracy.
+template <typename T>
+__global__ void LayerNormKernel(const T* in, const T* residual, const float* gamma,
+                                const float* beta, T* out, std::int64_t width, float eps) {
+  __shared__ float scratch[32];
+  const std::int64_t base = blockIdx.x * width;
+  auto value = [&](std::int64_t c) {
+    float v = Load(in, base + c);
+    if (residual != nullptr) v += Load(residual, base + c);
+    return v;
+  };
+  float sum = 0.f;
+  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) sum += value(c);
+  const float mean = BlockSum(sum, scratch) / static_cast<float>(width);
+  float sq = 0.f;
+  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    const float d = value(c) - mean;
+    sq += d * d;
+  }
+  const float inv_std = rsqrtf(BlockSum(sq, scratch) / static_cast<float>(width) + eps);
+  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    float v = (value(c) - mean) * inv_std;
+    if (gamma != nullptr) v *= gamma[c];
+    if (beta != nullptr) v += beta[c];
+    Store(out, base + c, v);
+  }
+}
+
+unsigned Blocks(std::int64_t count) {
+  const std::int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+}
+
+template <typename Src>
+cudaError_t ConvertFrom(const Src* src, void* dst, ElemType dst_type, std::int64_t count,
+                        cudaStream_t stream) {
+  switch (dst_type) {
+    case ElemType::kFp32:
+      ConvertKernel<<<Blocks(count), kThreads, 0, stream>>>(src, static_cast<float*>(dst), count);
+      break;
+    case ElemType::kFp16:
+      ConvertKernel<<<Blocks(count), kThreads, 0, stream>>>(src, static_cast<__half*>(dst), count);
+      break;
+    case ElemType::kBf16:
+      ConvertKernel<<<Blocks(count), kThreads, 0, stream>>>(
+          src, static_cast<__nv_bfloat16*>(dst), count);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t Pointwise(const void* in, const void* bias, const void* residual, void* out,
+                      std::int64_t rows, std::int64_t width, plan::Activation act,
+                      cudaStream_t stream) {
+  PointwiseKernel<T><<<Blocks(rows * width), kThreads, 0, stream>>>(
+      static_cast<const T*>(in), static_cast<const T*>(bias), static_cast<const T*>(residual),
+      static_cast<T*>(out), rows, width, act);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
+                      const float* beta, void* out, std::int64_t rows, std::int64_t width,
+                      float eps, cudaStream_t stream) {
+  LayerNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      static_cast<const T*>(in), static_cast<const T*>(residual), gamma, beta,
+      static_cast<T*>(out), width, eps);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+std::size_t ElemSize(ElemType type) { return type == ElemType::kFp32 ? 4 : 2; }
+
+cudaError_t LaunchConvert(const void* src, ElemType src_type, void* dst, ElemType dst_type,
+                          std::size_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const auto n = static_cast<std::int64_t>(count);
+  switch (src_type) {
+    case ElemType::kFp32: return ConvertFrom(static_cast<const float*>(src), dst, dst_type, n, stream);
+    case ElemType::kFp16: return ConvertFrom(static_cast<const __half*>(src), dst, dst_type, n, stream);
+    case ElemType::kBf16:
+      return ConvertFrom(static_cast<const __nv_bfloat16*>(src), dst, dst_type, n, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchFillRandom(void* data, ElemType type, std::size_t count, std::uint32_t seed,
+                             cudaStream_t stream) {
+  const auto n = static_cast<std::int64_t>(count);
+  if (n == 0) return cudaSuccess;
+  switch (type) {
+    case ElemType::kFp32:
+      FillRandomKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<float*>(data), n, seed);
+      break;
+    case ElemType::kFp16:
+      FillRandomKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<__half*>(data), n, seed);
+      break;
+    case ElemType::kBf16:
+      FillRandomKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), n,
+                                                          seed);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residual, void* out,
+                            std::int64_t rows, std::int64_t width, plan::Activation act,
+                            ElemType type, cudaStream_t stream) {
+  if (rows * width == 0) return cudaSuccess;
+  switch (type) {
+    case ElemType::kFp32: return Pointwise<float>(in, bias, residual, out, rows, width, act, stream);
+    case ElemType::kFp16: return Pointwise<__half>(in, bias, residual, out, rows, width, act, stream);
+    case ElemType::kBf16:
+      return Pointwise<__nv_bfloat16>(in, bias, residual, out, rows, width, act, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
+                            const float* beta, void* out, std::int64_t rows, std::int64_t width,
+                            float eps, ElemType type, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  switch (type) {
+    case ElemType::kFp32:
+      return LayerNorm<float>(in, residual, gamma, beta, out, rows, width, eps, stream);
+    case ElemType::kFp16:
+      return LayerNorm<__half>(in, residual, gamma, beta, out, rows, width, eps, stream);
+    case ElemType::kBf16:
+      return LayerNorm<__nv_bfloat16>(in, residual, gamma, beta, out, rows, width, eps, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace ltserve::gpu

@@ -1,0 +1,40 @@
+// The few kernels for what cuBLASLt cannot fuse into a GEMM epilogue: dtype conversion at the
+// model's edges, element-wise bias/activation/residual steps, and LayerNorm (fp32 statistics).
+// Every launcher enqueues on `stream` and returns the launch's error (cudaGetLastError).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "plan/plan.h"
+
+namespace ltserve::gpu {
+
+// Element types the executor stores on the device.
+enum class ElemType : std::uint8_t { kFp32, kFp16, kBf16 };
+std::size_t ElemSize(ElemType type);
+
+// dst[i] = src[i] converted, for i < count.
+cudaError_t LaunchConvert(const void* src, ElemType src_type, void* dst, ElemType dst_type,
+                          std::size_t count, cudaStream_t stream);
+
+// Fills `count` elements with values uniform in [-1, 1) from a hash of (seed, index): timing
+// GEMM candidates on zeros would rank them on data that runs faster than real inputs.
+cudaError_t LaunchFillRandom(void* data, ElemType type, std::size_t count, std::uint32_t seed,
+                             cudaStream_t stream);
+
+// out[r, c] = act(in[r, c] + bias[c] + residual[r, c]), math in fp32. `bias` and `residual`
+// may be null; `in` may equal `out`. All tensors (bias too) have element type `type`.
+cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residual, void* out,
+                            std::int64_t rows, std::int64_t width, plan::Activation act,
+                            ElemType type, cudaStream_t stream);
+
+// out = LayerNorm(in + residual) over each row; `residual`, `gamma`, `beta` may be null.
+// gamma/beta are fp32; in/residual/out have element type `type`.
+cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
+                            const float* beta, void* out, std::int64_t rows, std::int64_t width,
+                            float eps, ElemType type, cudaStream_t stream);
+
+}  // namespace ltserve::gpu

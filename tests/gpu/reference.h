@@ -1,0 +1,21 @@
+// A double-precision reference for execution plans, for checking the GPU executor. It follows
+// the plan's semantics op by op (plan/plan.h) with no fusion, so a fusion bug cannot hide.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "plan/plan.h"
+
+namespace ltserve::testing {
+
+// Rounds a weight or input the way the executor stores it (identity for fp32).
+using Quantize = std::function<float(float)>;
+
+// Runs `plan` on `rows` rows of `input` (row-major [rows, input_width]); weights pass through
+// `quantize` first, as the executor converts them at load.
+std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<float>& input,
+                                     std::int64_t rows, const Quantize& quantize);
+
+}  // namespace ltserve::testing

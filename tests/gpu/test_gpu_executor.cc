@@ -1,0 +1,449 @@
+// The cuBLASLt executor against a double-precision reference (reference.h), per precision,
+// batch size and epilogue; graph replay against eager runs; concurrent instances; error paths.
+// Every test skips, saying why, where no GPU is usable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "common/float16.h"
+#include "gpu/gpu_executor.h"
+#include "reference.h"
+
+namespace ltserve {
+namespace {
+
+using plan::Activation;
+
+// ‖out − ref‖ / ‖ref‖ bounds. fp32 accumulates in fp32 (far under 1e-3); TF32 rounds the
+// operands to 10-bit mantissas (~3e-4 relative per product); fp16/bf16 also store every
+// intermediate activation in 16 bits (bf16's 8-bit mantissa: ~4e-3 per rounding).
+constexpr double kTolFp32 = 1e-5;
+constexpr double kTolTf32 = 3e-3;
+constexpr double kTolFp16 = 3e-3;
+constexpr double kTolBf16 = 2e-2;
+constexpr int kMaxBatch = 200;  // buckets 1..128 and 200: 127, 128 and 200 land differently
+
+std::mt19937& Rng() {
+  static std::mt19937 rng = [] {
+    const unsigned seed = std::random_device{}();
+    std::printf("random seed %u\n", seed);
+    return std::mt19937(seed);
+  }();
+  return rng;
+}
+
+std::vector<float> Random(std::size_t count, float scale) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> values(count);
+  for (float& v : values) v = dist(Rng());
+  return values;
+}
+
+struct Builder {
+  std::shared_ptr<plan::Plan> plan = std::make_shared<plan::Plan>();
+  plan::ValueId Value(std::int64_t width) {
+    return plan->AddValue("v" + std::to_string(plan->values().size()), width);
+  }
+  plan::ValueId Linear(plan::ValueId in, std::int64_t out_features, bool bias, Activation act,
+                       plan::ValueId residual = plan::kNoValue) {
+    plan::LinearOp op;
+    op.in_features = plan->values()[in].width;
+    op.out_features = out_features;
+    op.input = in;
+    op.output = Value(out_features);
+    op.residual = residual;
+    op.weight = Random(op.in_features * out_features, 1.0f / std::sqrt(float(op.in_features)));
+    if (bias) op.bias = Random(out_features, 0.5f);
+    op.activation = act;
+    plan->Append(op);
+    return op.output;
+  }
+};
+
+// Every op kind and every epilogue: BIAS, RELU_BIAS, GELU_BIAS, DEFAULT, RELU, GELU, residual
+// through C, erf GELU, SiLU/Tanh/Sigmoid after a matmul, LayerNorm(+residual), Add, standalone
+// activation. Widths are not multiples of 8.
+std::shared_ptr<const plan::Plan> ZooPlan() {
+  Builder b;
+  const auto in = b.Value(37);
+  const auto v1 = b.Linear(in, 61, true, Activation::kRelu);
+  const auto v2 = b.Linear(v1, 61, true, Activation::kGeluTanh, v1);
+  const auto v3 = b.Linear(v2, 45, false, Activation::kRelu);
+  const auto v4 = b.Linear(v3, 45, true, Activation::kGeluErf);
+  const auto v5 = b.Linear(v4, 45, false, Activation::kNone, v3);
+  plan::LayerNormOp norm;
+  norm.input = v5;
+  norm.residual = v4;
+  norm.output = b.Value(45);
+  norm.gamma = Random(45, 1.0f);
+  norm.beta = Random(45, 0.5f);
+  b.plan->Append(norm);
+  const auto v7 = b.Value(45);
+  b.plan->Append(plan::ActivationOp{norm.output, v7, Activation::kSilu});
+  const auto v8 = b.Linear(v7, 29, true, Activation::kTanh);
+  const auto v9 = b.Linear(v8, 29, true, Activation::kSigmoid);
+  const auto v10 = b.Value(29);
+  b.plan->Append(plan::AddOp{v9, v8, v10});
+  const auto v11 = b.Linear(v10, 33, false, Activation::kGeluTanh);
+  const auto out = b.Linear(v11, 33, true, Activation::kNone);
+  b.plan->SetInput(in, plan::InputKind::kRows);
+  b.plan->SetOutput(out);
+  EXPECT_TRUE(b.plan->Validate().ok());
+  return b.plan;
+}
+
+// Widths cuBLASLt's fused kernels accept in every precision.
+std::shared_ptr<const plan::Plan> AlignedPlan() {
+  Builder b;
+  const auto in = b.Value(64);
+  const auto v1 = b.Linear(in, 128, true, Activation::kRelu);
+  const auto v2 = b.Linear(v1, 128, true, Activation::kGeluTanh, v1);
+  const auto out = b.Linear(v2, 64, true, Activation::kNone);
+  b.plan->SetInput(in, plan::InputKind::kRows);
+  b.plan->SetOutput(out);
+  EXPECT_TRUE(b.plan->Validate().ok());
+  return b.plan;
+}
+
+ModelSpec Spec(const plan::Plan& plan, const std::string& precision, DataType io,
+               int max_batch = kMaxBatch) {
+  ModelSpec spec;
+  spec.name = "test";
+  spec.max_batch_size = max_batch;
+  spec.inputs = {TensorSpec{"x", io, {plan.input_width()}}};
+  spec.outputs = {TensorSpec{"y", io, {plan.output_width()}}};
+  spec.parameters["precision"] = precision;
+  return spec;
+}
+
+float Quantize(float v, const std::string& precision) {
+  if (precision == "bf16") return Bf16ToFloat(FloatToBf16(v));
+  if (precision == "fp16") return Fp16ToFloat(FloatToFp16(v));
+  return v;
+}
+
+double Tolerance(const std::string& precision) {
+  if (precision == "fp32") return kTolFp32;
+  if (precision == "tf32") return kTolTf32;
+  if (precision == "fp16") return kTolFp16;
+  return kTolBf16;
+}
+
+void WriteInput(std::span<std::byte> buffer, const std::vector<float>& values, DataType io) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (io == DataType::kFp32) {
+      std::memcpy(buffer.data() + 4 * i, &values[i], 4);
+    } else {
+      const std::uint16_t bits =
+          io == DataType::kBf16 ? FloatToBf16(values[i]) : FloatToFp16(values[i]);
+      std::memcpy(buffer.data() + 2 * i, &bits, 2);
+    }
+  }
+}
+
+// Poisons the instance before the real run: a NaN batch through the whole model (every device
+// buffer the run touches), then NaN bytes over the host output buffer. Returns the output.
+std::vector<float> RunPoisoned(ExecutorInstance& instance, const plan::Plan& plan,
+                       const std::vector<float>& input, std::int64_t rows, DataType io) {
+  const std::size_t in_bytes = input.size() * ElementSize(io);
+  auto buffer = instance.InputBuffer(0, in_bytes);
+  EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
+  if (!buffer.ok()) return {};
+  WriteInput(buffer.value(), std::vector<float>(input.size(), std::nanf("")), io);
+  BatchShape shape;
+  shape.batch_size = rows;
+  EXPECT_TRUE(instance.Execute(shape, nullptr).ok());
+  std::span<const std::byte> poisoned = instance.Output(0);
+  std::memset(const_cast<std::byte*>(poisoned.data()), 0xff, poisoned.size());  // NaN bits
+
+  WriteInput(buffer.value(), input, io);
+  ExecuteTimings timings;
+  const Status status = instance.Execute(shape, &timings);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  EXPECT_GT(timings.infer_ns, 0u);
+  EXPECT_EQ(instance.OutputShape(0), (std::vector<std::int64_t>{rows, plan.output_width()}));
+  std::span<const std::byte> out = instance.Output(0);
+  const std::size_t count = static_cast<std::size_t>(rows * plan.output_width());
+  EXPECT_EQ(out.size(), count * ElementSize(io));
+  std::vector<float> result(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (io == DataType::kFp32) {
+      std::memcpy(&result[i], out.data() + 4 * i, 4);
+    } else {
+      std::uint16_t bits;
+      std::memcpy(&bits, out.data() + 2 * i, 2);
+      result[i] = io == DataType::kBf16 ? Bf16ToFloat(bits) : Fp16ToFloat(bits);
+    }
+  }
+  return result;
+}
+
+double RelativeError(const std::vector<float>& out, const std::vector<double>& ref) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(out[i])) return std::numeric_limits<double>::infinity();
+    diff += (out[i] - ref[i]) * (out[i] - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+#define SKIP_WITHOUT_GPU()                                   \
+  do {                                                       \
+    std::string reason;                                      \
+    if (!GpuAvailable(&reason)) GTEST_SKIP() << "no GPU: " << reason; \
+  } while (false)
+
+struct Case {
+  std::string precision;
+  DataType io;
+};
+
+class PrecisionTest : public ::testing::TestWithParam<Case> {};
+
+void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c,
+                           std::map<std::string, std::string> extra = {}) {
+  ModelSpec spec = Spec(*plan, c.precision, c.io);
+  for (auto& [k, v] : extra) spec.parameters[k] = v;
+  auto factory = CreateGpuExecutorFactory(plan, spec);
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  const std::string describe = factory.value()->Describe();
+  std::printf("%s\n", describe.c_str());
+  if (spec.parameters["fuse_epilogues"] == "false") {
+    EXPECT_NE(describe.find("(0 with fused epilogue)"), std::string::npos) << describe;
+  }
+  auto instance = factory.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  const std::string precision = c.precision;
+  auto quantize = [&](float v) { return Quantize(v, precision); };
+  for (std::int64_t rows : {1, 3, 127, 128, kMaxBatch}) {
+    std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+    // What reaches the first matmul: the I/O dtype's rounding, then the compute dtype's.
+    for (float& v : input) v = quantize(Quantize(v, c.io == DataType::kFp32 ? "fp32"
+                                                    : c.io == DataType::kBf16 ? "bf16" : "fp16"));
+    const std::vector<float> out = RunPoisoned(*instance.value(), *plan, input, rows, c.io);
+    const std::vector<double> ref = testing::ReferenceForward(*plan, input, rows, quantize);
+    ASSERT_EQ(out.size(), ref.size());
+    const double error = RelativeError(out, ref);
+    std::printf("%s io=%s rows=%ld relative error %.3g\n", c.precision.c_str(),
+                std::string(WireName(c.io)).c_str(), static_cast<long>(rows), error);
+    EXPECT_LE(error, Tolerance(c.precision)) << "rows " << rows;
+  }
+}
+
+TEST_P(PrecisionTest, EveryOpAndEpilogueMatchesReferenceAtOddWidths) {
+  SKIP_WITHOUT_GPU();
+  CheckAgainstReference(ZooPlan(), GetParam());
+}
+
+TEST_P(PrecisionTest, UnfusedFallbackMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  CheckAgainstReference(ZooPlan(), GetParam(), {{"fuse_epilogues", "false"}});
+}
+
+TEST_P(PrecisionTest, AlignedWidthsFuseEveryLayerAndMatchReference) {
+  SKIP_WITHOUT_GPU();
+  auto plan = AlignedPlan();
+  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, GetParam().precision, GetParam().io));
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  EXPECT_NE(factory.value()->Describe().find("3 GEMMs (3 with fused epilogue)"), std::string::npos)
+      << factory.value()->Describe();
+  CheckAgainstReference(plan, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, PrecisionTest,
+    ::testing::Values(Case{"fp32", DataType::kFp32}, Case{"tf32", DataType::kFp32},
+                      Case{"fp16", DataType::kFp32}, Case{"fp16", DataType::kFp16},
+                      Case{"bf16", DataType::kFp32}, Case{"bf16", DataType::kBf16}),
+    [](const auto& info) {
+      return info.param.precision + "_io_" + std::string(WireName(info.param.io));
+    });
+
+TEST(GpuExecutor, ExactGeluIsCloserToErfThanTheTanhEpilogue) {
+  SKIP_WITHOUT_GPU();
+  Builder b;
+  const auto in = b.Value(64);
+  const auto out = b.Linear(in, 64, true, Activation::kGeluErf);
+  b.plan->SetInput(in, plan::InputKind::kRows);
+  b.plan->SetOutput(out);
+  std::shared_ptr<const plan::Plan> plan = b.plan;
+  const std::int64_t rows = 128;
+  const std::vector<float> input = Random(rows * 64, 3.0f);
+  const auto ref = testing::ReferenceForward(*plan, input, rows, [](float v) { return v; });
+  double max_diff[2] = {0, 0};
+  const char* modes[2] = {"exact", "tanh"};
+  for (int m = 0; m < 2; ++m) {
+    ModelSpec spec = Spec(*plan, "fp32", DataType::kFp32);
+    spec.parameters["gelu_epilogue"] = modes[m];
+    auto factory = CreateGpuExecutorFactory(plan, spec);
+    ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+    auto instance = factory.value()->CreateInstance(0);
+    ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+    const auto result = RunPoisoned(*instance.value(), *plan, input, rows, DataType::kFp32);
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      max_diff[m] = std::max(max_diff[m], std::abs(result[i] - ref[i]));
+    }
+    std::printf("gelu_epilogue=%s: max |y - erf GELU reference| = %.3g\n", modes[m], max_diff[m]);
+  }
+  EXPECT_LT(max_diff[0], 1e-4);  // fp32 arithmetic error only
+  EXPECT_LT(max_diff[0], max_diff[1]);
+  // The tanh form differs from erf GELU by at most ~1e-3 in absolute terms (docs/gpu_executor.md).
+  EXPECT_LT(max_diff[1], 2e-3);
+}
+
+TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
+  SKIP_WITHOUT_GPU();
+  auto plan = ZooPlan();
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("ltserve_algo_cache_" + std::to_string(Rng()()));
+  ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+  spec.parameters["algo_cache_file"] = cache.string();
+  auto graphed = CreateGpuExecutorFactory(plan, spec);
+  ASSERT_TRUE(graphed.ok()) << graphed.status().ToString();
+  ASSERT_TRUE(std::filesystem::exists(cache));
+  spec.parameters["cuda_graphs"] = "false";
+  auto eager = CreateGpuExecutorFactory(plan, spec);  // same algorithms, read from the file
+  ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+  EXPECT_NE(eager.value()->Describe().find("read from"), std::string::npos)
+      << eager.value()->Describe();
+  auto a = graphed.value()->CreateInstance(0);
+  auto b = eager.value()->CreateInstance(0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (std::int64_t rows : {1, 3, 127, 128, kMaxBatch}) {
+    const std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+    const auto x = RunPoisoned(*a.value(), *plan, input, rows, DataType::kFp32);
+    const auto y = RunPoisoned(*b.value(), *plan, input, rows, DataType::kFp32);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << "rows " << rows;
+  }
+  std::filesystem::remove(cache);
+}
+
+TEST(GpuExecutor, TwoInstancesOnTwoThreadsGiveTheResultsOfOne) {
+  SKIP_WITHOUT_GPU();
+  auto plan = AlignedPlan();
+  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32));
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  constexpr int kRounds = 20;
+  std::vector<std::vector<float>> inputs[2];
+  std::vector<std::vector<float>> expected[2];
+  auto solo = factory.value()->CreateInstance(0);
+  ASSERT_TRUE(solo.ok());
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < kRounds; ++r) {
+      const std::int64_t rows = 1 + (Rng()() % kMaxBatch);
+      inputs[t].push_back(Random(rows * plan->input_width(), 1.0f));
+      expected[t].push_back(RunPoisoned(*solo.value(), *plan, inputs[t].back(), rows, DataType::kFp32));
+    }
+  }
+  std::vector<std::unique_ptr<ExecutorInstance>> instances;
+  for (int t = 0; t < 2; ++t) {
+    auto instance = factory.value()->CreateInstance(t + 1);
+    ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+    instances.push_back(std::move(instance.value()));
+  }
+  std::vector<std::vector<float>> got[2];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        const auto rows = static_cast<std::int64_t>(inputs[t][r].size()) / plan->input_width();
+        got[t].push_back(RunPoisoned(*instances[t], *plan, inputs[t][r], rows, DataType::kFp32));
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < kRounds; ++r) {
+      ASSERT_EQ(got[t][r].size(), expected[t][r].size());
+      EXPECT_EQ(std::memcmp(got[t][r].data(), expected[t][r].data(), got[t][r].size() * 4), 0)
+          << "thread " << t << " round " << r;
+    }
+  }
+}
+
+TEST(GpuExecutor, RejectsBadBatchesAndBuffers) {
+  SKIP_WITHOUT_GPU();
+  auto plan = AlignedPlan();
+  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32));
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  auto instance = factory.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok());
+  ExecutorInstance& exec = *instance.value();
+  EXPECT_EQ(exec.InputBuffer(1, 4).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(exec.InputBuffer(0, kMaxBatch * 64 * 4 + 1).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(exec.InputBuffer(0, kMaxBatch * 64 * 4).ok());
+  for (std::int64_t rows : {0, -1, kMaxBatch + 1}) {
+    BatchShape shape;
+    shape.batch_size = rows;
+    EXPECT_EQ(exec.Execute(shape, nullptr).code(), StatusCode::kInvalidArgument) << rows;
+    EXPECT_TRUE(exec.Output(0).empty());
+  }
+  EXPECT_TRUE(exec.Output(1).empty());
+}
+
+TEST(GpuExecutor, RejectsBadParametersAndUnsupportedModels) {
+  SKIP_WITHOUT_GPU();
+  auto plan = AlignedPlan();
+  for (auto [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"precision", "int8"}, {"gelu_epilogue", "fast"}, {"cuda_graphs", "yes"},
+           {"cublaslt_workspace_bytes", "-1"}, {"algo_candidates", "many"},
+           {"fuse_epilogues", "no"}}) {
+    ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+    spec.parameters[name] = value;
+    EXPECT_EQ(CreateGpuExecutorFactory(plan, spec).status().code(), StatusCode::kInvalidArgument)
+        << name;
+  }
+  ModelSpec int_io = Spec(*plan, "bf16", DataType::kInt32);
+  EXPECT_EQ(CreateGpuExecutorFactory(plan, int_io).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateGpuExecutorFactory(nullptr, int_io).status().code(),
+            StatusCode::kInvalidArgument);
+
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("ltserve_bad_cache_" + std::to_string(Rng()()));
+  std::ofstream(cache) << "not a cache\n";
+  ModelSpec bad_cache = Spec(*plan, "bf16", DataType::kFp32);
+  bad_cache.parameters["algo_cache_file"] = cache.string();
+  EXPECT_EQ(CreateGpuExecutorFactory(plan, bad_cache).status().code(),
+            StatusCode::kInvalidArgument);
+  std::filesystem::remove(cache);
+
+  Builder b;
+  const auto in = b.Value(48);
+  const auto qkv = b.Linear(in, 144, true, Activation::kNone);
+  const auto attn = b.Value(48);
+  b.plan->Append(plan::AttentionOp{qkv, attn, 4, 12});
+  b.plan->SetInput(in, plan::InputKind::kTokens);
+  b.plan->SetOutput(attn);
+  ModelSpec tokens = Spec(*b.plan, "bf16", DataType::kFp32);
+  tokens.parameters["max_tokens"] = "256";
+  EXPECT_EQ(CreateGpuExecutorFactory(b.plan, tokens).status().code(), StatusCode::kUnimplemented);
+}
+
+TEST(GpuExecutor, OutOfMemoryAtLoadIsAResourceExhaustedError) {
+  SKIP_WITHOUT_GPU();
+  Builder b;
+  const auto in = b.Value(4096);
+  const auto out = b.Linear(in, 4096, true, Activation::kRelu);
+  b.plan->SetInput(in, plan::InputKind::kRows);
+  b.plan->SetOutput(out);
+  // 2^31 rows of 4096 bf16 values: 16 TiB per activation, more than any GPU holds.
+  auto factory = CreateGpuExecutorFactory(
+      b.plan, Spec(*b.plan, "bf16", DataType::kFp32, std::numeric_limits<int>::max()));
+  EXPECT_EQ(factory.status().code(), StatusCode::kResourceExhausted)
+      << factory.status().ToString();
+  // The failed load leaves the device usable.
+  auto plan = AlignedPlan();
+  EXPECT_TRUE(CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32)).ok());
+}
+
+}  // namespace
+}  // namespace ltserve
