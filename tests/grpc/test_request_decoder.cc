@@ -124,7 +124,7 @@ TEST(RequestDecoder, UnknownInputNamesTheExpectedOnes) {
 
 TEST(RequestDecoder, DuplicateInput) {
   auto request = ValidRequest(2, 1);
-  request.mutable_inputs(0)->set_name("a");
+  request.mutable_inputs(1)->set_name("b");
   ExpectInvalid(request, "appears twice");
 }
 
