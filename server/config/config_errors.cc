@@ -3,10 +3,6 @@
 #include <google/protobuf/reflection.h>
 #include <google/protobuf/util/message_differencer.h>
 
-#include <fstream>
-#include <sstream>
-#include <system_error>
-
 #include "config/config_internal.h"
 
 namespace ltserve::config::internal {
@@ -19,12 +15,10 @@ std::string MapKeyText(const pb::Message& entry) {
   const pb::FieldDescriptor* key = entry.GetDescriptor()->map_key();
   const pb::Reflection* reflection = entry.GetReflection();
   switch (key->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_STRING:
-      return reflection->GetString(entry, key);
+    case pb::FieldDescriptor::CPPTYPE_STRING: return reflection->GetString(entry, key);
     case pb::FieldDescriptor::CPPTYPE_UINT64:
       return std::to_string(reflection->GetUInt64(entry, key));
-    default:
-      return {};
+    default: return {};
   }
 }
 
@@ -59,12 +53,10 @@ ConfigErrors ConfigErrors::ForFile(const std::filesystem::path& config_file,
                                    const inference::ModelConfig& config) {
   ConfigErrors errors;
   errors.file_ = config_file;
-  std::ifstream in(config_file, std::ios::binary);
-  if (!in.is_open()) return errors;
-  std::ostringstream text;
-  text << in.rdbuf();
+  auto text = ReadConfigText(config_file);
+  if (!text.ok()) return errors;
   auto locations = std::make_unique<ParseInfoTree>();
-  auto parsed = ParseConfigText(text.str(), config_file, locations.get());
+  auto parsed = ParseConfigText(text.value(), config_file, locations.get());
   if (parsed.ok() && pb::util::MessageDifferencer::Equals(*parsed, config)) {
     errors.located_ = std::move(parsed).value();
     errors.locations_ = std::move(locations);

@@ -24,10 +24,13 @@ namespace ltserve::config::internal {
 
 inline constexpr std::string_view kConfigFileName = "config.pbtxt";
 
+// The whole file; FAILED_PRECONDITION when it cannot be opened.
+Result<std::string> ReadConfigText(const std::filesystem::path& file);
+
 // Parses config text; errors read "<file>:L:C: ...". `locations` may be null.
-Result<inference::ModelConfig> ParseConfigText(const std::string& text,
-                                               const std::filesystem::path& file,
-                                               google::protobuf::TextFormat::ParseInfoTree* locations);
+Result<inference::ModelConfig> ParseConfigText(
+    const std::string& text, const std::filesystem::path& file,
+    google::protobuf::TextFormat::ParseInfoTree* locations);
 
 // One step from ModelConfig down to the field a problem concerns.
 struct FieldStep {

@@ -29,7 +29,7 @@ Result<ModelSpec> BuildModelSpec(const inference::ModelConfig& config,
                                  const std::filesystem::path& model_dir);
 
 struct RepositoryEntry {
-  std::string name;                   // directory name
+  std::string name;  // directory name
   std::filesystem::path dir;
   inference::ModelConfig config;      // as parsed (empty if parsing failed)
   Result<ModelSpec> spec;             // or the error that stops this model from loading

@@ -13,7 +13,8 @@ constexpr std::string_view kDefaultModelFile = "model.pt";
 // A positive integer name, or 0.
 std::int64_t VersionNumber(const std::string& name) {
   std::int64_t version = 0;
-  if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (name.empty() ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return 0;
   }
   auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), version);
@@ -31,8 +32,9 @@ Status ResolveModelFile(const inference::ModelConfig& config, const ConfigErrors
     const std::filesystem::path as_path(file_name);
     if (as_path.has_parent_path() || file_name == "." || file_name == "..") {
       return errors.Invalid({{"default_model_filename"}},
-                            "'" + file_name + "' is not a plain file name; name the file inside "
-                            "the version directory, without '/'");
+                            "'" + file_name +
+                                "' is not a plain file name; name the file inside "
+                                "the version directory, without '/'");
     }
   }
   std::error_code ec;

@@ -30,15 +30,24 @@ struct KnownParameter {
 
 const std::array<KnownParameter, 8> kKnown{{
     {"precision", "bf16, fp16, fp32 or tf32",
-     [](std::string_view v) { return OneOf(v, {"bf16", "fp16", "fp32", "tf32"}); }},
+     [](std::string_view v) {
+       return OneOf(v, {"bf16", "fp16", "fp32", "tf32"});
+     }},
     {"gelu_epilogue", "tanh or exact",
-     [](std::string_view v) { return OneOf(v, {"tanh", "exact"}); }},
+     [](std::string_view v) {
+       return OneOf(v, {"tanh", "exact"});
+     }},
     {"cublaslt_workspace_bytes", "an integer > 0", PositiveInteger},
     {"algo_cache_file", "a file path (relative to the model directory)",
      [](std::string_view v) { return !v.empty(); }},
-    {"cuda_graphs", "true or false", [](std::string_view v) { return OneOf(v, {"true", "false"}); }},
+    {"cuda_graphs", "true or false",
+     [](std::string_view v) {
+       return OneOf(v, {"true", "false"});
+     }},
     {"execution_path", "auto, plan or torchscript",
-     [](std::string_view v) { return OneOf(v, {"auto", "plan", "torchscript"}); }},
+     [](std::string_view v) {
+       return OneOf(v, {"auto", "plan", "torchscript"});
+     }},
     {"max_sequence_length", "an integer > 0", PositiveInteger},
     {"max_tokens_per_batch", "an integer > 0", PositiveInteger},
 }};
@@ -86,9 +95,9 @@ Status ValidateParameters(const inference::ModelConfig& config, const ConfigErro
                                 " (see docs/model_repository.md); remove it or fix its name");
     }
     if (!known->valid(value)) {
-      return errors.Invalid({{"parameters", -1, key}, {"value"}, {"string_value"}},
-                            "'" + value + "' is not valid; expected " +
-                                std::string(known->expected));
+      return errors.Invalid(
+          {{"parameters", -1, key}, {"value"}, {"string_value"}},
+          "'" + value + "' is not valid; expected " + std::string(known->expected));
     }
     // Consumers see no model directory, so the cache file travels resolved.
     spec->parameters[key] =

@@ -10,7 +10,8 @@ namespace ltserve::config {
 Result<std::vector<RepositoryEntry>> ScanRepository(const std::filesystem::path& repo) {
   std::error_code ec;
   if (!std::filesystem::is_directory(repo, ec)) {
-    return NotFound(repo.string() + ": the model repository is not a directory; pass the folder "
+    return NotFound(repo.string() +
+                    ": the model repository is not a directory; pass the folder "
                     "that holds one subdirectory per model");
   }
   std::vector<std::filesystem::path> model_dirs;
@@ -19,8 +20,8 @@ Result<std::vector<RepositoryEntry>> ScanRepository(const std::filesystem::path&
     if (entry.is_directory(ec) && name[0] != '.') model_dirs.push_back(entry.path());
   }
   if (ec) {
-    return FailedPrecondition(repo.string() + ": cannot list the model repository: " +
-                              ec.message());
+    return FailedPrecondition(repo.string() +
+                              ": cannot list the model repository: " + ec.message());
   }
   std::sort(model_dirs.begin(), model_dirs.end());
 
@@ -34,8 +35,8 @@ Result<std::vector<RepositoryEntry>> ScanRepository(const std::filesystem::path&
     }
     std::vector<std::string> warnings;
     auto spec = internal::BuildModelSpecWithWarnings(*parsed, dir, &warnings);
-    entries.push_back(
-        {dir.filename().string(), dir, std::move(parsed).value(), std::move(spec), std::move(warnings)});
+    entries.push_back({dir.filename().string(), dir, std::move(parsed).value(), std::move(spec),
+                       std::move(warnings)});
   }
   return entries;
 }

@@ -12,12 +12,9 @@ std::string KindName(inference::ModelInstanceGroup::Kind kind) {
 
 DeviceKind ToDeviceKind(inference::ModelInstanceGroup::Kind kind) {
   switch (kind) {
-    case inference::ModelInstanceGroup::KIND_GPU:
-      return DeviceKind::kGpu;
-    case inference::ModelInstanceGroup::KIND_CPU:
-      return DeviceKind::kCpu;
-    default:
-      return DeviceKind::kAuto;
+    case inference::ModelInstanceGroup::KIND_GPU: return DeviceKind::kGpu;
+    case inference::ModelInstanceGroup::KIND_CPU: return DeviceKind::kCpu;
+    default: return DeviceKind::kAuto;
   }
 }
 
@@ -29,9 +26,8 @@ Status ValidatePriorities(const inference::ModelDynamicBatching& batching,
   if (batching.default_priority_level() != 0 &&
       (levels == 0 || batching.default_priority_level() > levels)) {
     return errors.Invalid({{"dynamic_batching"}, {"default_priority_level"}},
-                          std::to_string(batching.default_priority_level()) +
-                              " is out of range; " + range +
-                              " valid (set priority_levels to enable priorities)");
+                          std::to_string(batching.default_priority_level()) + " is out of range; " +
+                              range + " valid (set priority_levels to enable priorities)");
   }
   if (levels > 0 && batching.default_priority_level() == 0) {
     return errors.Invalid({{"dynamic_batching"}, {"default_priority_level"}},
@@ -41,9 +37,9 @@ Status ValidatePriorities(const inference::ModelDynamicBatching& batching,
   }
   for (const auto& [key, policy] : batching.priority_queue_policy()) {
     if (key >= 1 && key <= levels) continue;
-    return errors.Invalid({{"dynamic_batching"}, {"priority_queue_policy", -1, std::to_string(key)}},
-                          "key " + std::to_string(key) + " is out of range; " + range +
-                              " valid");
+    return errors.Invalid(
+        {{"dynamic_batching"}, {"priority_queue_policy", -1, std::to_string(key)}},
+        "key " + std::to_string(key) + " is out of range; " + range + " valid");
   }
   return Status::Ok();
 }
@@ -62,7 +58,8 @@ Status ValidateDynamicBatching(const inference::ModelConfig& config, const Confi
     const int size = batching.preferred_batch_size(i);
     if (size >= 1 && size <= config.max_batch_size()) continue;
     return errors.Invalid({{"dynamic_batching"}, {"preferred_batch_size", i}},
-                          std::to_string(size) + " is out of range; preferred batch sizes lie in [1, " +
+                          std::to_string(size) +
+                              " is out of range; preferred batch sizes lie in [1, " +
                               std::to_string(config.max_batch_size()) + "] (max_batch_size)");
   }
   return ValidatePriorities(batching, errors);
@@ -76,9 +73,9 @@ Status ValidateInstanceGroups(const inference::ModelConfig& config, const Config
   for (int i = 0; i < groups.size(); ++i) {
     const auto& group = groups[i];
     if (group.count() < 0) {
-      return errors.Invalid({{"instance_group", i}, {"count"}},
-                            std::to_string(group.count()) +
-                                " is negative; give the number of instances (>= 1)");
+      return errors.Invalid(
+          {{"instance_group", i}, {"count"}},
+          std::to_string(group.count()) + " is negative; give the number of instances (>= 1)");
     }
     total += group.count() == 0 ? 1 : group.count();  // Triton reads 0 as 1
     if (group.kind() == inference::ModelInstanceGroup::KIND_MODEL) {

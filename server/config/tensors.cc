@@ -22,10 +22,8 @@ bool IsSupportedType(inference::DataType type) {
     case inference::TYPE_INT16:
     case inference::TYPE_INT32:
     case inference::TYPE_INT64:
-    case inference::TYPE_FP64:
-      return true;
-    default:
-      return false;
+    case inference::TYPE_FP64: return true;
+    default: return false;
   }
 }
 
@@ -34,7 +32,8 @@ Status CheckDataType(inference::DataType type, const FieldPath& path, const Conf
     return errors.Invalid(path, "is missing; set one of " + std::string(kSupportedTypes));
   }
   if (!IsSupportedType(type)) {
-    std::string why = type == inference::TYPE_STRING ? " (ltserve serves numeric tensors only)" : "";
+    std::string why =
+        type == inference::TYPE_STRING ? " (ltserve serves numeric tensors only)" : "";
     return errors.Invalid(path, inference::DataType_Name(type) + " is not supported" + why +
                                     "; use one of " + std::string(kSupportedTypes));
   }
@@ -62,9 +61,8 @@ Status CheckTensors(const google::protobuf::RepeatedPtrField<Tensor>& tensors,
                     const std::string& kind, const inference::ModelConfig& config,
                     const ConfigErrors& errors, std::vector<TensorSpec>* out) {
   if (tensors.empty()) {
-    return errors.Invalid({{kind}}, "at least one " + kind +
-                                        " is required; list each model " + kind +
-                                        " with name, data_type and dims");
+    return errors.Invalid({{kind}}, "at least one " + kind + " is required; list each model " +
+                                        kind + " with name, data_type and dims");
   }
   std::set<std::string> seen;
   for (int i = 0; i < tensors.size(); ++i) {
@@ -87,7 +85,8 @@ Status CheckTensors(const google::protobuf::RepeatedPtrField<Tensor>& tensors,
                               "every input; remove 'optional: true'");
       }
     }
-    out->push_back({tensor.name(), FromConfigDataType(tensor.data_type()),
+    out->push_back({tensor.name(),
+                    FromConfigDataType(tensor.data_type()),
                     {tensor.dims().begin(), tensor.dims().end()}});
   }
   return Status::Ok();

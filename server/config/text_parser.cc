@@ -56,6 +56,9 @@ std::string Explain(const std::string& message, const std::string& field_before)
     return "field '" + match[2].str() + "' is not supported by ltserve (supported in " + where +
            ": " + supported + "); remove it";
   }
+  if (message.size() >= 5 && message.compare(message.size() - 5, 5, "got: ") == 0) {
+    return message + "end of file (is a closing '}' or ']' missing?)";
+  }
   std::string in_field;
   if (!field_before.empty() && message.find("\"" + field_before + "\"") == std::string::npos) {
     in_field = "field '" + field_before + "': ";
@@ -95,6 +98,16 @@ std::string Line(const std::string& text, int line_number) {
 
 }  // namespace
 
+Result<std::string> ReadConfigText(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in.is_open()) {
+    return FailedPrecondition(file.string() + ": cannot be read; check its permissions");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 Result<inference::ModelConfig> ParseConfigText(const std::string& text,
                                                const std::filesystem::path& file,
                                                pb::TextFormat::ParseInfoTree* locations) {
@@ -121,20 +134,16 @@ Result<inference::ModelConfig> ParseConfigText(const std::string& text,
 Result<inference::ModelConfig> ParseModelConfigFile(const std::filesystem::path& config_path) {
   std::error_code ec;
   if (!std::filesystem::exists(config_path, ec)) {
-    return NotFound(config_path.string() + ": no model configuration; every model directory needs a " +
+    return NotFound(config_path.string() +
+                    ": no model configuration; every model directory needs a " +
                     std::string(internal::kConfigFileName) + " (see docs/model_repository.md)");
   }
   if (!std::filesystem::is_regular_file(config_path, ec)) {
     return InvalidArgument(config_path.string() + ": is not a regular file; it must hold the " +
                            "model configuration in protobuf text format");
   }
-  std::ifstream in(config_path, std::ios::binary);
-  if (!in.is_open()) {
-    return FailedPrecondition(config_path.string() + ": cannot be read; check its permissions");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return internal::ParseConfigText(text.str(), config_path, nullptr);
+  LTSERVE_ASSIGN_OR_RETURN(std::string text, internal::ReadConfigText(config_path));
+  return internal::ParseConfigText(text, config_path, nullptr);
 }
 
 }  // namespace ltserve::config

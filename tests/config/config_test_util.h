@@ -17,7 +17,8 @@ namespace ltserve::config::testing {
 class TempRepository {
  public:
   TempRepository() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "ltserve-config-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "ltserve-config-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed for " << pattern;
     root_ = pattern;
   }
@@ -66,7 +67,8 @@ inline std::string LineColumnOf(const std::string& text, const std::string& need
 }
 
 // The status has `code` and its message holds every one of `parts`.
-inline void ExpectError(const Status& status, StatusCode code, const std::vector<std::string>& parts) {
+inline void ExpectError(const Status& status, StatusCode code,
+                        const std::vector<std::string>& parts) {
   EXPECT_EQ(status.code(), code) << status.ToString();
   for (const auto& part : parts) {
     EXPECT_NE(status.message().find(part), std::string::npos)

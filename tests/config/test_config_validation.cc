@@ -34,8 +34,8 @@ class ConfigValidation : public ::testing::Test {
     return spec.ok() ? Status::Ok() : spec.status();
   }
   // INVALID_ARGUMENT at the first `needle` of the text, naming `field`, saying `expected`.
-  void ExpectInvalidAt(const ConfigText& config, const std::string& field, const std::string& needle,
-                       const std::string& expected) {
+  void ExpectInvalidAt(const ConfigText& config, const std::string& field,
+                       const std::string& needle, const std::string& expected) {
     const Status status = Build(config);
     ExpectError(status, StatusCode::kInvalidArgument,
                 {(dir_ / "config.pbtxt").string() + ":" + LineColumnOf(text_, needle) +
@@ -101,8 +101,9 @@ TEST_F(ConfigValidation, NeedsAnOutput) {
 
 TEST_F(ConfigValidation, TensorNamesMustBeUnique) {
   ConfigText c;
-  c.outputs = "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 2 ] },\n"
-              "         { name: \"y\" data_type: TYPE_FP16 dims: [ 3 ] } ]\n";
+  c.outputs =
+      "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 2 ] },\n"
+      "         { name: \"y\" data_type: TYPE_FP16 dims: [ 3 ] } ]\n";
   ExpectInvalidAt(c, "output[1].name", "name: \"y\" data_type: TYPE_FP16", "must be unique");
 }
 
@@ -122,7 +123,8 @@ TEST_F(ConfigValidation, RejectsStringTensors) {
 TEST_F(ConfigValidation, RejectsUnsignedWiderThanByte) {
   ConfigText c;
   c.outputs = "output [ { name: \"y\" data_type: TYPE_UINT32 dims: [ 2 ] } ]\n";
-  ExpectInvalidAt(c, "output[0].data_type", "data_type: TYPE_UINT32", "TYPE_UINT32 is not supported");
+  ExpectInvalidAt(c, "output[0].data_type", "data_type: TYPE_UINT32",
+                  "TYPE_UINT32 is not supported");
 }
 
 TEST_F(ConfigValidation, RequiresADataType) {
@@ -199,9 +201,10 @@ TEST_F(ConfigValidation, DefaultPriorityLevelNeedsPriorityLevels) {
 
 TEST_F(ConfigValidation, PriorityQueuePolicyKeysMustBeLevels) {
   ConfigText c;
-  c.extra = "dynamic_batching {\n  priority_levels: 2\n  default_priority_level: 1\n"
-            "  priority_queue_policy { key: 1 value { max_queue_size: 4 } }\n"
-            "  priority_queue_policy { key: 5 value { max_queue_size: 4 } }\n}\n";
+  c.extra =
+      "dynamic_batching {\n  priority_levels: 2\n  default_priority_level: 1\n"
+      "  priority_queue_policy { key: 1 value { max_queue_size: 4 } }\n"
+      "  priority_queue_policy { key: 5 value { max_queue_size: 4 } }\n}\n";
   ExpectInvalidAt(c, "dynamic_batching.priority_queue_policy[5]", "priority_queue_policy { key: 5",
                   "key 5 is out of range; [1, 2] is valid");
 }
@@ -220,8 +223,9 @@ TEST_F(ConfigValidation, RejectsKindModel) {
 
 TEST_F(ConfigValidation, InstanceGroupKindsMustAgree) {
   ConfigText c;
-  c.extra = "instance_group [ { count: 1 kind: KIND_GPU },\n"
-            "                 { count: 1 kind: KIND_CPU } ]\n";
+  c.extra =
+      "instance_group [ { count: 1 kind: KIND_GPU },\n"
+      "                 { count: 1 kind: KIND_CPU } ]\n";
   ExpectInvalidAt(c, "instance_group[1].kind", "kind: KIND_CPU",
                   "KIND_CPU differs from instance_group[0]'s KIND_GPU");
 }
@@ -232,10 +236,17 @@ TEST_F(ConfigValidation, CpuGroupMustNotNameGpus) {
   ExpectInvalidAt(c, "instance_group[0].gpus", "gpus", "remove gpus or use KIND_GPU");
 }
 
+TEST_F(ConfigValidation, GpuIndexMustNotBeNegative) {
+  ConfigText c;
+  c.extra = "instance_group [ { count: 1 kind: KIND_GPU gpus: [ -1 ] } ]\n";
+  ExpectInvalidAt(c, "instance_group[0].gpus[0]", "gpus", "-1 is not a GPU index");
+}
+
 TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
   ConfigText c;
-  c.extra = "parameters { key: \"precision\" value { string_value: \"bf16\" } }\n"
-            "parameters { key: \"precison\" value { string_value: \"bf16\" } }\n";
+  c.extra =
+      "parameters { key: \"precision\" value { string_value: \"bf16\" } }\n"
+      "parameters { key: \"precison\" value { string_value: \"bf16\" } }\n";
   ExpectInvalidAt(c, "parameters[precison]", "parameters { key: \"precison\"",
                   "unknown parameter; ltserve knows precision, gelu_epilogue, "
                   "cublaslt_workspace_bytes, algo_cache_file, cuda_graphs, execution_path, "
@@ -244,17 +255,24 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
 
 TEST_F(ConfigValidation, RejectsBadParameterValues) {
   const std::vector<std::pair<std::string, std::string>> bad{
-      {"precision", "fp8"},          {"precision", "BF16"},
-      {"gelu_epilogue", "erf"},      {"cublaslt_workspace_bytes", "0"},
-      {"cublaslt_workspace_bytes", "-4"}, {"cublaslt_workspace_bytes", "32MiB"},
-      {"algo_cache_file", ""},       {"cuda_graphs", "yes"},
-      {"execution_path", "gpu"},     {"max_sequence_length", "0"},
-      {"max_tokens_per_batch", "1e4"}, {"max_tokens_per_batch", "99999999999999999999"},
+      {"precision", "fp8"},
+      {"precision", "BF16"},
+      {"gelu_epilogue", "erf"},
+      {"cublaslt_workspace_bytes", "0"},
+      {"cublaslt_workspace_bytes", "-4"},
+      {"cublaslt_workspace_bytes", "32MiB"},
+      {"algo_cache_file", ""},
+      {"cuda_graphs", "yes"},
+      {"execution_path", "gpu"},
+      {"max_sequence_length", "0"},
+      {"max_tokens_per_batch", "1e4"},
+      {"max_tokens_per_batch", "99999999999999999999"},
   };
   for (const auto& [key, value] : bad) {
     SCOPED_TRACE(key + "=" + value);
     ConfigText c;
-    c.extra = "parameters {\n  key: \"" + key + "\"\n  value { string_value: \"" + value + "\" }\n}\n";
+    c.extra =
+        "parameters {\n  key: \"" + key + "\"\n  value { string_value: \"" + value + "\" }\n}\n";
     ExpectInvalidAt(c, "parameters[" + key + "].value.string_value", "string_value",
                     "'" + value + "' is not valid; expected");
   }

@@ -1,6 +1,7 @@
 // Parsing config.pbtxt and building a ModelSpec from a valid Triton-style repository.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "config/model_config.h"
@@ -20,6 +21,16 @@ bool HasWarningWith(const std::vector<std::string>& warnings, const std::string&
   return false;
 }
 
+// `text` with every placeholder replaced by its number.
+std::string Fill(std::string text, const std::map<std::string, int>& values) {
+  for (const auto& [placeholder, value] : values) {
+    for (auto at = text.find(placeholder); at != std::string::npos; at = text.find(placeholder)) {
+      text.replace(at, placeholder.size(), std::to_string(value));
+    }
+  }
+  return text;
+}
+
 TEST(ModelConfig, TritonStyleConfigBuildsTheExpectedSpec) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -30,20 +41,19 @@ TEST(ModelConfig, TritonStyleConfigBuildsTheExpectedSpec) {
   const int max_batch = std::uniform_int_distribution<int>(2, 1024)(rng);
 
   TempRepository repo;
-  const std::string text =
+  const std::string text = Fill(
       "name: \"mlp\"\n"
       "platform: \"pytorch_libtorch\"\n"
-      "max_batch_size: " + std::to_string(max_batch) + "\n"
+      "max_batch_size: MAX_BATCH\n"
       "input [\n"
-      "  { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ " + std::to_string(in_width) + " ] },\n"
+      "  { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ IN_WIDTH ] },\n"
       "  { name: \"mask\" data_type: TYPE_BOOL dims: [ -1 ] }\n"
       "]\n"
-      "output [ { name: \"OUTPUT__0\" data_type: TYPE_BF16 dims: [ " + std::to_string(out_width) +
-      ", -1 ] } ]\n"
-      "instance_group [ { count: " + std::to_string(gpu_count) + " kind: KIND_GPU },\n"
+      "output [ { name: \"OUTPUT__0\" data_type: TYPE_BF16 dims: [ OUT_WIDTH, -1 ] } ]\n"
+      "instance_group [ { count: GPU_COUNT kind: KIND_GPU },\n"
       "                 { kind: KIND_GPU } ]\n"
       "dynamic_batching {\n"
-      "  preferred_batch_size: [ 1, " + std::to_string(max_batch) + " ]\n"
+      "  preferred_batch_size: [ 1, MAX_BATCH ]\n"
       "  max_queue_delay_microseconds: 250\n"
       "  priority_levels: 2\n"
       "  default_priority_level: 2\n"
@@ -56,7 +66,11 @@ TEST(ModelConfig, TritonStyleConfigBuildsTheExpectedSpec) {
       "parameters { key: \"cuda_graphs\" value { string_value: \"false\" } }\n"
       "parameters { key: \"execution_path\" value { string_value: \"plan\" } }\n"
       "parameters { key: \"max_sequence_length\" value { string_value: \"512\" } }\n"
-      "parameters { key: \"max_tokens_per_batch\" value { string_value: \"8192\" } }\n";
+      "parameters { key: \"max_tokens_per_batch\" value { string_value: \"8192\" } }\n",
+      {{"MAX_BATCH", max_batch},
+       {"IN_WIDTH", in_width},
+       {"OUT_WIDTH", out_width},
+       {"GPU_COUNT", gpu_count}});
   const auto dir = repo.WriteConfig("mlp", text);
   repo.WriteModelFile("mlp", "1");
   const auto served = repo.WriteModelFile("mlp", "3");
@@ -100,10 +114,10 @@ TEST(ModelConfig, TritonStyleConfigBuildsTheExpectedSpec) {
 
 TEST(ModelConfig, MinimalConfigDefaultsToOneAutoInstanceWithoutBatching) {
   TempRepository repo;
-  const auto dir = repo.WriteConfig(
-      "plain", "backend: \"pytorch\"\n"
-               "input { name: \"x\" data_type: TYPE_INT64 dims: [ 1, 7 ] }\n"
-               "output { name: \"y\" data_type: TYPE_FP64 dims: [ 1, 3 ] }\n");
+  const auto dir = repo.WriteConfig("plain",
+                                    "backend: \"pytorch\"\n"
+                                    "input { name: \"x\" data_type: TYPE_INT64 dims: [ 1, 7 ] }\n"
+                                    "output { name: \"y\" data_type: TYPE_FP64 dims: [ 1, 3 ] }\n");
   const auto file = repo.WriteModelFile("plain", "12");
   auto config = ParseModelConfigFile(dir / "config.pbtxt");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
@@ -123,19 +137,20 @@ TEST(ModelConfig, MinimalConfigDefaultsToOneAutoInstanceWithoutBatching) {
 TEST(ModelConfig, TritonPytorchBackendParametersLoadWithWarnings) {
   TempRepository repo;
   // As Triton's PyTorch backend documentation writes them.
-  repo.WriteConfig("resnet",
-                   "name: \"resnet\"\n"
-                   "backend: \"pytorch\"\n"
-                   "max_batch_size: 8\n"
-                   "input [ { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]\n"
-                   "output [ { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: [ 1000 ] } ]\n"
-                   "instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0 ] } ]\n"
-                   "parameters: { key: \"INFERENCE_MODE\" value: { string_value: \"true\" } }\n"
-                   "parameters: { key: \"DISABLE_OPTIMIZED_EXECUTION\" value: { string_value: \"true\" } }\n"
-                   "parameters: { key: \"ENABLE_NVFUSER\" value: { string_value: \"false\" } }\n"
-                   "parameters: { key: \"ENABLE_JIT_PROFILING\" value: { string_value: \"false\" } }\n"
-                   "parameters: { key: \"NUM_THREADS\" value: { string_value: \"4\" } }\n"
-                   "parameters: { key: \"precision\" value: { string_value: \"tf32\" } }\n");
+  repo.WriteConfig(
+      "resnet",
+      "name: \"resnet\"\n"
+      "backend: \"pytorch\"\n"
+      "max_batch_size: 8\n"
+      "input [ { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]\n"
+      "output [ { name: \"OUTPUT__0\" data_type: TYPE_FP32 dims: [ 1000 ] } ]\n"
+      "instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0 ] } ]\n"
+      "parameters: { key: \"INFERENCE_MODE\" value: { string_value: \"true\" } }\n"
+      "parameters: { key: \"DISABLE_OPTIMIZED_EXECUTION\" value: { string_value: \"true\" } }\n"
+      "parameters: { key: \"ENABLE_NVFUSER\" value: { string_value: \"false\" } }\n"
+      "parameters: { key: \"ENABLE_JIT_PROFILING\" value: { string_value: \"false\" } }\n"
+      "parameters: { key: \"NUM_THREADS\" value: { string_value: \"4\" } }\n"
+      "parameters: { key: \"precision\" value: { string_value: \"tf32\" } }\n");
   repo.WriteModelFile("resnet", "1");
   auto entries = ScanRepository(repo.root());
   ASSERT_TRUE(entries.ok()) << entries.status().ToString();
@@ -165,7 +180,8 @@ TEST(ModelConfig, DirectoryInPlaceOfConfigIsRejected) {
   TempRepository repo;
   std::filesystem::create_directories(repo.root() / "m" / "config.pbtxt");
   auto config = ParseModelConfigFile(repo.root() / "m" / "config.pbtxt");
-  ExpectError(config.status(), StatusCode::kInvalidArgument, {"config.pbtxt", "not a regular file"});
+  ExpectError(config.status(), StatusCode::kInvalidArgument,
+              {"config.pbtxt", "not a regular file"});
 }
 
 // Writes `text` as a model's config.pbtxt, parses it, and expects INVALID_ARGUMENT located at
@@ -192,23 +208,33 @@ TEST(ModelConfig, UnsupportedTopLevelFieldSaysRemoveIt) {
 }
 
 TEST(ModelConfig, UnsupportedNestedFieldListsThatMessagesFields) {
-  ExpectParseErrorAt("platform: \"pytorch_libtorch\"\n"
-                     "input [ { name: \"x\" data_type: TYPE_FP32 dims: [ 4 ]\n"
-                     "          reshape: { shape: [ 2, 2 ] } } ]\n",
-                     "reshape",
-                     {"field 'reshape'", "supported in ModelInput: name, data_type, dims, optional",
-                      "remove it"});
+  ExpectParseErrorAt(
+      "platform: \"pytorch_libtorch\"\n"
+      "input [ { name: \"x\" data_type: TYPE_FP32 dims: [ 4 ]\n"
+      "          reshape: { shape: [ 2, 2 ] } } ]\n",
+      "reshape",
+      {"field 'reshape'", "supported in ModelInput: name, data_type, dims, optional", "remove it"});
 }
 
 TEST(ModelConfig, UnknownEnumValueIsLocated) {
-  ExpectParseErrorAt("platform: \"pytorch_libtorch\"\n"
-                     "input [ { name: \"x\" data_type: TYPE_FP8 dims: [ 4 ] } ]\n",
-                     "TYPE_FP8", {"\"TYPE_FP8\"", "\"data_type\""});
+  ExpectParseErrorAt(
+      "platform: \"pytorch_libtorch\"\n"
+      "input [ { name: \"x\" data_type: TYPE_FP8 dims: [ 4 ] } ]\n",
+      "TYPE_FP8", {"\"TYPE_FP8\"", "\"data_type\""});
 }
 
 TEST(ModelConfig, RepeatedSingularFieldIsLocated) {
   ExpectParseErrorAt("platform: \"pytorch_libtorch\"\nmax_batch_size: 4\nmax_batch_size: 8\n",
                      "max_batch_size: 8", {"\"max_batch_size\" is specified multiple times"});
+}
+
+TEST(ModelConfig, UnclosedBlockSaysEndOfFile) {
+  const std::string text = "platform: \"pytorch_libtorch\"\ninput [ { name: \"x\"\n";
+  TempRepository repo;
+  const auto file = repo.WriteConfig("m", text) / "config.pbtxt";
+  // Protobuf reports the end of the text: the line after the last newline.
+  ExpectError(ParseModelConfigFile(file).status(), StatusCode::kInvalidArgument,
+              {file.string() + ":3:1: ", "end of file (is a closing '}' or ']' missing?)"});
 }
 
 TEST(ModelConfig, DataTypesMapBothWays) {

@@ -41,7 +41,7 @@ TEST(RepositoryScan, OneBrokenModelDoesNotHideTheOthers) {
   EXPECT_EQ(bad.config.max_batch_size(), -1);  // parsed, then rejected
   ExpectError(bad.spec.status(), StatusCode::kInvalidArgument,
               {(bad.dir / "config.pbtxt").string() + ":" +
-                   LineColumnOf(broken, "max_batch_size: -1") + ": field 'max_batch_size'"});
+               LineColumnOf(broken, "max_batch_size: -1") + ": field 'max_batch_size'"});
 
   EXPECT_EQ(good.name, "good");
   ASSERT_TRUE(good.spec.ok()) << good.spec.status().ToString();
@@ -84,8 +84,8 @@ TEST(RepositoryScan, ServesTheHighestVersionHoldingTheModelFile) {
   EXPECT_EQ(entry.spec.value().version, 10);
   EXPECT_EQ(entry.spec.value().model_file, repo.root() / "m" / "10" / "model.pt");
   ASSERT_EQ(entry.warnings.size(), 3u);
-  for (const std::string expected : {"'0' is not a version", "'latest' is not a version",
-                                     "version 11 has no model.pt"}) {
+  for (const std::string expected :
+       {"'0' is not a version", "'latest' is not a version", "version 11 has no model.pt"}) {
     bool found = false;
     for (const auto& w : entry.warnings) found = found || w.find(expected) != std::string::npos;
     EXPECT_TRUE(found) << expected;
