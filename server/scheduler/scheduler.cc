@@ -189,6 +189,7 @@ struct Scheduler::Impl {
     queue.push_back(std::move(entry));
     queued_by_id.emplace(id, std::prev(queue.end()));
     ++pending;
+    stats->RecordPending(1);
     return id;
   }
 
@@ -225,11 +226,12 @@ struct Scheduler::Impl {
   void Release(std::size_t answered) {
     bool idle = false;
     {
+      // Under the lock so the gauge never runs ahead of `pending`: a finished Drain sees it at 0.
       std::lock_guard lock(mutex);
       pending -= answered;
+      stats->RecordPending(-static_cast<std::int64_t>(answered));
       idle = pending == 0;
     }
-    stats->RecordPending(-static_cast<std::int64_t>(answered));
     if (idle) idle_cv.notify_all();
   }
 
@@ -454,7 +456,6 @@ Result<std::uint64_t> Scheduler::Enqueue(std::unique_ptr<InferenceRequest> reque
     s.stats->RecordFailure(ReasonFor(id.status().code()), NanosBetween(arrival, Clock::now()));
     return id;
   }
-  s.stats->RecordPending(1);
   s.work_cv.notify_one();
   if (earliest_expiry) s.expiry_cv.notify_one();
   return id;

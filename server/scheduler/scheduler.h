@@ -61,6 +61,9 @@ struct SchedulerOptions {
   std::uint64_t max_queue_delay_us = 0;
   std::uint32_t priority_levels = 0;  // 0: one level
   std::uint32_t default_priority_level = 0;
+  // A request expires at the earliest of its gRPC deadline, arrival + default_timeout_us, and
+  // arrival + its own timeout_us, the last counted only when allow_timeout_override is set or
+  // there is no default (so a request can shorten its wait, never lengthen it).
   struct QueuePolicy {
     std::uint64_t default_timeout_us = 0;  // 0: none
     bool allow_timeout_override = false;
