@@ -112,6 +112,11 @@ void Client::Prepare(const CallOptions& call, grpc::ClientContext& context) cons
   for (const auto& [key, value] : call.headers) context.AddMetadata(key, value);
 }
 
+bool Client::WaitForIdle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return idle_.wait_for(lock, timeout, [this] { return in_flight_ == 0; });
+}
+
 void Client::CallStarted() {
   std::lock_guard lock(mutex_);
   ++in_flight_;

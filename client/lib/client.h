@@ -89,6 +89,8 @@ class Client {
 
   int num_channels() const;
   std::size_t in_flight() const;
+  // Waits until no async call is in flight (their callbacks have returned); false on timeout.
+  bool WaitForIdle(std::chrono::milliseconds timeout);
 
  private:
   struct Lane;   // one channel and its stubs
