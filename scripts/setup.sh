@@ -18,6 +18,7 @@ DEBIAN_PACKAGES=(
   libbenchmark-dev          # micro-benchmarks
   prometheus                # promtool, to check the metrics exposition in tests
   gnuplot-nox               # latency-throughput plots of the load generator
+  libb64-0d                 # perf_analyzer (shipped in the tritonclient wheel) links libb64
 )
 
 missing=()

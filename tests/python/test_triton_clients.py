@@ -1,0 +1,238 @@
+"""NVIDIA's own clients against the real ltserve: tritonclient[grpc] calls and perf_analyzer
+runs, unchanged, as a Triton user would make them. Also ltserve's own ltserve-cli and
+ltserve-bench against the same server."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+grpcclient = pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] is not installed")
+
+MODEL = "demo_mlp"
+INPUT, OUTPUT = "INPUT__0", "OUTPUT__0"
+IN_FEATURES, OUT_FEATURES, MAX_BATCH = 128, 10, 64
+# fp32 server output against a float64 torch reference of the same weights: a 128-512-512-10
+# MLP accumulates a few hundred fp32 roundings per output, well inside these bounds.
+RTOL, ATOL = 1e-4, 1e-5
+# Bound on any single call; the server is already up and warm when these tests run.
+CALL_TIMEOUT_S = 30.0
+# perf_analyzer: measurement window per concurrency level, and the bound on the whole run.
+PA_WINDOW_MS = 1000
+PA_RUN_TIMEOUT_S = 300
+
+
+def reference(repo: Path, inputs: np.ndarray) -> np.ndarray:
+    module = torch.jit.load(str(repo / MODEL / "1" / "model.pt"), map_location="cpu").double().eval()
+    with torch.no_grad():
+        return module(torch.from_numpy(inputs.astype(np.float64))).numpy()
+
+
+def fresh_inputs(batch: int) -> np.ndarray:
+    return np.random.default_rng().standard_normal((batch, IN_FEATURES)).astype(np.float32)
+
+
+@pytest.fixture()
+def triton(ltserve_server):
+    client = grpcclient.InferenceServerClient(url=ltserve_server.grpc_address)
+    yield client
+    client.close()
+
+
+def make_input(data: np.ndarray):
+    tensor = grpcclient.InferInput(INPUT, list(data.shape), "FP32")
+    tensor.set_data_from_numpy(data)
+    return tensor
+
+
+def test_health_calls(triton):
+    assert triton.is_server_live()
+    assert triton.is_server_ready()
+    assert triton.is_model_ready(MODEL)
+    # An unknown model answers ready=false or NOT_FOUND (which tritonclient raises): both say
+    # "not ready"; anything else is a protocol mismatch.
+    try:
+        assert not triton.is_model_ready("no_such_model")
+    except grpcclient.InferenceServerException as error:
+        assert "NOT_FOUND" in str(error.status()), error
+
+
+def test_server_metadata(triton):
+    metadata = triton.get_server_metadata()
+    assert metadata.name
+    assert metadata.version
+
+
+def test_model_metadata(triton):
+    metadata = triton.get_model_metadata(MODEL)
+    assert metadata.name == MODEL
+    assert [i.name for i in metadata.inputs] == [INPUT]
+    assert metadata.inputs[0].datatype == "FP32"
+    assert list(metadata.inputs[0].shape) == [-1, IN_FEATURES]
+    assert [o.name for o in metadata.outputs] == [OUTPUT]
+    assert list(metadata.outputs[0].shape) == [-1, OUT_FEATURES]
+
+
+def test_model_metadata_unknown_model(triton):
+    with pytest.raises(grpcclient.InferenceServerException) as error:
+        triton.get_model_metadata("no_such_model")
+    assert "NOT_FOUND" in str(error.value.status())
+
+
+@pytest.mark.parametrize("batch", [1, 3, MAX_BATCH])
+def test_infer_matches_torch(triton, ltserve_server, batch):
+    data = fresh_inputs(batch)
+    output = np.full((batch, OUT_FEATURES), np.nan, dtype=np.float32)  # poisoned until overwritten
+    result = triton.infer(MODEL, [make_input(data)], outputs=[grpcclient.InferRequestedOutput(OUTPUT)],
+                          client_timeout=CALL_TIMEOUT_S)
+    output[...] = result.as_numpy(OUTPUT)
+    assert output.shape == (batch, OUT_FEATURES)
+    np.testing.assert_allclose(output, reference(ltserve_server.repo, data), rtol=RTOL, atol=ATOL)
+
+
+def test_infer_bad_shape_is_invalid_argument(triton):
+    bad = np.zeros((2, IN_FEATURES + 1), dtype=np.float32)
+    with pytest.raises(grpcclient.InferenceServerException) as error:
+        triton.infer(MODEL, [make_input(bad)], client_timeout=CALL_TIMEOUT_S)
+    assert "INVALID_ARGUMENT" in str(error.value.status())
+    assert triton.is_server_live()
+
+
+def test_async_infer_matches_torch(triton, ltserve_server):
+    results: queue.Queue = queue.Queue()
+    batches = [fresh_inputs(b) for b in (1, 2, 5, 7)]
+    for data in batches:
+        triton.async_infer(MODEL, [make_input(data)],
+                           callback=lambda result, error, data=data: results.put((data, result, error)),
+                           client_timeout=CALL_TIMEOUT_S)
+    for _ in batches:
+        data, result, error = results.get(timeout=CALL_TIMEOUT_S)
+        assert error is None, error
+        np.testing.assert_allclose(result.as_numpy(OUTPUT), reference(ltserve_server.repo, data),
+                                   rtol=RTOL, atol=ATOL)
+
+
+# --- perf_analyzer ----------------------------------------------------------------------------
+
+def perf_analyzer_command() -> tuple[list[str], dict[str, str]] | str:
+    """The perf_analyzer binary and the environment it runs in, or why it cannot run here.
+
+    The PyPI package `perf-analyzer` is an empty placeholder; the real binary ships in the
+    tritonclient wheel (bin/perf_analyzer), linked against libb64 (Debian libb64-0d) and CUDA
+    12's libcudart (PyPI nvidia-cuda-runtime-cu12), both installed by scripts/setup.sh."""
+    binary = Path(sys.executable).parent / "perf_analyzer"
+    if not binary.exists():
+        found = shutil.which("perf_analyzer")
+        if not found:
+            return "perf_analyzer is not installed (it ships in the tritonclient wheel)"
+        binary = Path(found)
+    env = dict(os.environ)
+    try:
+        import nvidia.cuda_runtime  # noqa: F401  (CUDA 12 runtime; no GPU is needed to load it)
+        cudart_dirs = [str(Path(p) / "lib") for p in nvidia.cuda_runtime.__path__]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(cudart_dirs + [env.get("LD_LIBRARY_PATH", "")])
+    except ImportError:
+        pass
+    probe = subprocess.run([str(binary), "--help"], capture_output=True, text=True, env=env, timeout=60)
+    loader_error = re.search(r"error while loading shared libraries: (\S+)", probe.stderr)
+    if loader_error:
+        return f"perf_analyzer cannot start here: missing shared library {loader_error.group(1)}"
+    return [str(binary)], env
+
+
+def test_perf_analyzer_concurrency_1_to_4(ltserve_server, tmp_path):
+    found = perf_analyzer_command()
+    if isinstance(found, str):
+        pytest.skip(found)
+    command, env = found
+    csv = tmp_path / "pa.csv"
+    run = subprocess.run(
+        command + ["-m", MODEL, "-u", ltserve_server.grpc_address, "-i", "grpc", "-b", "1",
+                   "--concurrency-range", "1:4", "--measurement-interval", str(PA_WINDOW_MS),
+                   "--stability-percentage", "50", "--max-trials", "5", "-f", str(csv)],
+        capture_output=True, text=True, env=env, timeout=PA_RUN_TIMEOUT_S)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert not re.search(r"(?i)\berror\b", output), output
+    levels = re.findall(r"Concurrency: (\d+), throughput: ([\d.]+) infer/sec", output)
+    assert [int(c) for c, _ in levels] == [1, 2, 3, 4], output
+    assert all(float(t) > 0 for _, t in levels), output
+    assert csv.exists() and csv.read_text().count("\n") >= 5
+
+
+# --- ltserve's own tools against the same server ------------------------------------------------
+
+def tool(ltserve_server, name: str) -> Path:
+    sub = {"ltserve-cli": "cli", "ltserve-bench": "bench"}[name]
+    path = Path(ltserve_server.binary_dir) / "client" / sub / name
+    if not path.exists():
+        pytest.fail(f"{path} is not built")
+    return path
+
+
+def test_cli_health_metadata_infer_stats(ltserve_server, tmp_path):
+    cli = tool(ltserve_server, "ltserve-cli")
+    url = ["-u", ltserve_server.grpc_address, "--timeout-ms", str(int(CALL_TIMEOUT_S * 1000))]
+    health = subprocess.run([cli, *url, "health"], capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+    assert health.returncode == 0, health.stderr
+    assert "live: true" in health.stdout and "ready: true" in health.stdout
+
+    metadata = subprocess.run([cli, *url, "metadata", MODEL], capture_output=True, text=True,
+                              timeout=CALL_TIMEOUT_S)
+    assert metadata.returncode == 0, metadata.stderr
+    assert f"{INPUT} FP32 [-1,{IN_FEATURES}]" in metadata.stdout
+    assert f"max_batch_size: {MAX_BATCH}" in metadata.stdout
+
+    data = fresh_inputs(3)
+    sample_file = tmp_path / "input.bin"
+    data.tofile(sample_file)
+    infer = subprocess.run([cli, *url, "infer", MODEL, "--batch", "3", "--input-file", str(sample_file),
+                            "--print"], capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+    assert infer.returncode == 0, infer.stderr
+    line = next(l for l in infer.stdout.splitlines() if l.startswith(OUTPUT))
+    assert f"FP32 [3,{OUT_FEATURES}]" in line
+    values = np.array([float(v) for v in line.split(":", 1)[1].split()], dtype=np.float64)
+    # The CLI prints 6 significant digits.
+    np.testing.assert_allclose(values.reshape(3, OUT_FEATURES), reference(ltserve_server.repo, data),
+                               rtol=1e-5, atol=1e-5)
+
+    missing = subprocess.run([cli, *url, "metadata", "no_such_model"], capture_output=True, text=True,
+                             timeout=CALL_TIMEOUT_S)
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+
+    stats = subprocess.run([cli, *url, "stats", MODEL], capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+    assert stats.returncode == 0, stats.stderr
+    assert re.search(rf"^{MODEL}\s+\S+\s+[1-9]\d*", stats.stdout, re.M), stats.stdout
+
+
+def test_bench_sweep_json_csv(ltserve_server, tmp_path):
+    bench = tool(ltserve_server, "ltserve-bench")
+    out_json, out_csv = tmp_path / "bench.json", tmp_path / "bench.csv"
+    run = subprocess.run(
+        [bench, "-u", ltserve_server.grpc_address, "-m", MODEL, "--concurrency", "1,4",
+         "--warmup-ms", "200", "--window-ms", "500", "--max-windows", "4", "--stability-pct", "50",
+         "--timeout-ms", str(int(CALL_TIMEOUT_S * 1000)), "--json", str(out_json), "--csv", str(out_csv)],
+        capture_output=True, text=True, timeout=PA_RUN_TIMEOUT_S)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "window 1/4" in run.stderr  # progress while it runs
+    report = json.loads(out_json.read_text())
+    assert [level["level"] for level in report["levels"]] == [1, 4]
+    for level in report["levels"]:
+        assert level["errors"] == 0
+        assert level["throughput_infer_per_s"] > 0
+        assert 0 < level["latency_us"]["p50"] <= level["latency_us"]["p99"]
+        server = level["server_us"]
+        assert server["requests"] > 0
+        # The server's own request time cannot exceed what the client measured around it.
+        assert 0 < server["request"] <= level["latency_us"]["avg"] * 1.05
+        assert server["compute_infer"] > 0
+    assert len(out_csv.read_text().strip().splitlines()) == 3
