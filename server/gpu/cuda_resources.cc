@@ -34,57 +34,22 @@ Result<Layout> CreateLayout(cudaDataType_t type, std::uint64_t rows, std::uint64
   return Layout(layout);
 }
 
-Result<DeviceBuffer> DeviceBuffer::Create(std::size_t bytes, const std::string& what) {
-  DeviceBuffer buffer;
-  if (bytes == 0) return buffer;
-  const cudaError_t code = cudaMalloc(&buffer.data_, bytes);
-  if (code != cudaSuccess) {
-    buffer.data_ = nullptr;
-    return CudaError(code, "cudaMalloc", __FILE__, __LINE__)
-        .WithContext(std::to_string(bytes) + " bytes for " + what + ": ");
-  }
-  buffer.bytes_ = bytes;
-  return buffer;
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_ != nullptr) cudaFree(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  if (data_ != nullptr) cudaFree(data_);
-}
-
-Result<PinnedBuffer> PinnedBuffer::Create(std::size_t bytes, const std::string& what) {
-  PinnedBuffer buffer;
+template <typename Allocation>
+Result<Buffer<Allocation>> Buffer<Allocation>::Create(std::size_t bytes, const std::string& what) {
+  Buffer buffer;
   if (bytes == 0) return buffer;
   void* data = nullptr;
-  const cudaError_t code = cudaHostAlloc(&data, bytes, cudaHostAllocDefault);
+  const cudaError_t code = Allocation::Allocate(&data, bytes);
   if (code != cudaSuccess) {
-    return CudaError(code, "cudaHostAlloc", __FILE__, __LINE__)
-        .WithContext(std::to_string(bytes) + " pinned bytes for " + what + ": ");
+    return CudaError(code, Allocation::kCall, __FILE__, __LINE__)
+        .WithContext(std::to_string(bytes) + Allocation::kWhat + what + ": ");
   }
   buffer.data_ = static_cast<std::byte*>(data);
   buffer.bytes_ = bytes;
   return buffer;
 }
 
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_ != nullptr) cudaFreeHost(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (data_ != nullptr) cudaFreeHost(data_);
-}
+template class Buffer<DeviceAllocation>;
+template class Buffer<PinnedAllocation>;
 
 }  // namespace ltserve::gpu

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 
@@ -48,35 +49,42 @@ Result<LtHandle> CreateLtHandle();
 Result<Layout> CreateLayout(cudaDataType_t type, std::uint64_t rows, std::uint64_t cols,
                             std::int64_t ld);
 
-// Device memory from cudaMalloc (256-byte aligned). `what` names the use in the OOM message.
-class DeviceBuffer {
- public:
-  static Result<DeviceBuffer> Create(std::size_t bytes, const std::string& what);
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
-
-  void* data() const { return data_; }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
+// How each kind of memory is allocated and freed.
+struct DeviceAllocation {  // cudaMalloc: 256-byte aligned
+  static constexpr const char* kCall = "cudaMalloc";
+  static constexpr const char* kWhat = " bytes of device memory for ";
+  static cudaError_t Allocate(void** data, std::size_t bytes) { return cudaMalloc(data, bytes); }
+  static void Free(void* data) { cudaFree(data); }
+};
+struct PinnedAllocation {  // page-locked host memory, so async copies really are asynchronous
+  static constexpr const char* kCall = "cudaHostAlloc";
+  static constexpr const char* kWhat = " bytes of pinned host memory for ";
+  static cudaError_t Allocate(void** data, std::size_t bytes) {
+    return cudaHostAlloc(data, bytes, cudaHostAllocDefault);
+  }
+  static void Free(void* data) { cudaFreeHost(data); }
 };
 
-// Page-locked host memory from cudaHostAlloc, so async copies really are asynchronous.
-class PinnedBuffer {
+// One allocation, owned. `what` names the use in the out-of-memory message.
+template <typename Allocation>
+class Buffer {
  public:
-  static Result<PinnedBuffer> Create(std::size_t bytes, const std::string& what);
-  PinnedBuffer() = default;
-  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer();
+  static Result<Buffer> Create(std::size_t bytes, const std::string& what);
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      if (data_ != nullptr) Allocation::Free(data_);
+      data_ = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    if (data_ != nullptr) Allocation::Free(data_);
+  }
 
   std::byte* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
@@ -85,5 +93,8 @@ class PinnedBuffer {
   std::byte* data_ = nullptr;
   std::size_t bytes_ = 0;
 };
+
+using DeviceBuffer = Buffer<DeviceAllocation>;
+using PinnedBuffer = Buffer<PinnedAllocation>;
 
 }  // namespace ltserve::gpu

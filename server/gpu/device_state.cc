@@ -74,14 +74,14 @@ const void* DeviceState::output_device() const {
 
 Status DeviceState::RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket) {
   const std::int64_t rows = model_->buckets()[bucket];
-  GemmOperands operands;
-  operands.weight = model_->Weight(step.weight_offset);
-  operands.input = Value(step.input);
-  operands.output = Value(step.output);
+  const GemmOperands operands = Operands(*model_, step);
   const bool has_residual = step.residual != plan::kNoValue;
-  if (step.fused) {
-    operands.bias = model_->Weight(step.bias_offset);
-    operands.residual = has_residual ? Value(step.residual) : nullptr;
+  if (model_->SmallBatch(step_index, bucket)) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(
+        operands.input, operands.weight, operands.bias, operands.residual, operands.output, rows,
+        step.n, step.k, step.Effective(model_->options().gelu),
+        StorageType(model_->options().precision), stream()));
+    return Status::Ok();
   }
   LTSERVE_RETURN_IF_ERROR(gemms_[step_index][bucket].Run(
       handle_.get(), operands, workspace_.data(), workspace_.bytes(), stream()));
@@ -131,68 +131,117 @@ Status DeviceState::Forward(std::size_t bucket) {
   return Status::Ok();
 }
 
+// The algorithm for one GEMM step at one bucket: from the cache when it still applies, else
+// timed; NOT_FOUND when cuBLASLt has none for this epilogue.
+Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, const GemmStep& step,
+                                                     std::size_t bucket, AlgoCache& cache,
+                                                     int* from_cache) {
+  const ModelOptions& options = model.options();
+  const GemmShape shape = step.Shape(model.buckets()[bucket]);
+  LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, shape));
+  const std::string key = shape.Key(options.precision, options.workspace_bytes);
+  const cublasLtMatmulAlgo_t* cached = cache.Find(key);
+  if (cached != nullptr && gemm.Supports(handle_.get(), *cached, options.workspace_bytes)) {
+    ++*from_cache;
+    return *cached;
+  }
+  Result<cublasLtMatmulAlgo_t> algo =
+      TuneGemm(gemm, handle_.get(), Operands(model, step), workspace_.data(),
+               options.workspace_bytes, options.algo_candidates, stream());
+  if (!algo.ok()) {
+    if (algo.status().code() == StatusCode::kNotFound) return algo.status();
+    return algo.status().WithContext("choosing a cuBLASLt algorithm for " + key + ": ");
+  }
+  cache.Put(key, algo.value());
+  return algo;
+}
+
+// Whether the small-batch kernel should replace cuBLASLt for this step and bucket.
+Result<bool> DeviceState::PreferSmallBatch(const GpuModel& model, const GemmStep& step,
+                                           std::size_t bucket, const cublasLtMatmulAlgo_t& algo) {
+  const ModelOptions& options = model.options();
+  const std::int64_t rows = model.buckets()[bucket];
+  const ElemType storage = StorageType(options.precision);
+  if (options.small_batch == SmallBatchMode::kOff || !step.fused ||
+      !SmallBatchLinearSupports(storage, rows, step.k)) {
+    return false;
+  }
+  if (options.small_batch == SmallBatchMode::kAlways) return true;
+  const GemmOperands operands = Operands(model, step);
+  LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
+  LTSERVE_ASSIGN_OR_RETURN(const float cublas_ms, TimeOnStream([&] {
+    return gemm.RunWith(algo, handle_.get(), operands, workspace_.data(), workspace_.bytes(),
+                        stream());
+  }, stream()));
+  LTSERVE_ASSIGN_OR_RETURN(const float small_ms, TimeOnStream([&]() -> Status {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(
+        operands.input, operands.weight, operands.bias, operands.residual, operands.output, rows,
+        step.n, step.k, step.Effective(options.gelu), storage, stream()));
+    return Status::Ok();
+  }, stream()));
+  return ClearlyFaster(small_ms, cublas_ms);
+}
+
+GemmOperands DeviceState::Operands(const GpuModel& model, const GemmStep& step) const {
+  return GemmOperands{model.Weight(step.weight_offset), Value(step.input),
+                      step.fused ? model.Weight(step.bias_offset) : nullptr,
+                      step.fused && step.residual != plan::kNoValue ? Value(step.residual) : nullptr,
+                      Value(step.output)};
+}
+
 Status DeviceState::Tune(GpuModel& model) {
   const ModelOptions& options = model.options_;
   AlgoCache cache(Fingerprint(options.device));
   if (!options.algo_cache_file.empty()) LTSERVE_RETURN_IF_ERROR(cache.Load(options.algo_cache_file));
   const std::size_t cached_before = cache.size();
-  int from_cache = 0;
-  // Buffers of instance size, so candidates are timed on the real shapes and alignments.
+  // Buffers of instance size, so candidates are timed on the real shapes and alignments, and
+  // on random values: zeros run faster than real data and would skew the ranking.
   // A non-owning shared_ptr: the state lives only within this call, the model outlives it.
   std::shared_ptr<const GpuModel> view(&model, [](const GpuModel*) {});
   LTSERVE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceState> state, Create(view, /*for_tuning=*/true));
   const ElemType storage = StorageType(options.precision);
   for (std::size_t v = 0; v < state->values_.size(); ++v) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchFillRandom(state->values_[v].data(), storage,
-                                                  state->values_[v].bytes() / ElemSize(storage),
-                                                  static_cast<std::uint32_t>(v + 1),
-                                                  state->stream()));
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchFillRandom(
+        state->values_[v].data(), storage, state->values_[v].bytes() / ElemSize(storage),
+        static_cast<std::uint32_t>(v + 1), state->stream()));
   }
+  const std::size_t buckets = model.buckets_.size();
   model.algos_.assign(model.steps_.size(), {});
+  model.small_batch_.assign(model.steps_.size(), std::vector<std::uint8_t>(buckets, 0));
+  int from_cache = 0;
+  int small_batch = 0;
   for (std::size_t s = 0; s < model.steps_.size(); ++s) {
     auto* step = std::get_if<GemmStep>(&model.steps_[s]);
     if (step == nullptr) continue;
-    for (bool retry = true; retry;) {
-      retry = false;
-      model.algos_[s].clear();
-      for (std::size_t b = 0; b < model.buckets_.size(); ++b) {
-        const GemmShape shape = step->Shape(model.buckets_[b]);
-        LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, shape));
-        const std::string key = shape.Key(options.precision, options.workspace_bytes);
-        const cublasLtMatmulAlgo_t* cached = cache.Find(key);
-        if (cached != nullptr && gemm.Supports(state->handle_.get(), *cached, options.workspace_bytes)) {
-          model.algos_[s].push_back(*cached);
-          ++from_cache;
-          continue;
-        }
-        GemmOperands operands{model.Weight(step->weight_offset), state->Value(step->input),
-                              step->fused ? model.Weight(step->bias_offset) : nullptr,
-                              shape.residual ? state->Value(step->residual) : nullptr,
-                              state->Value(step->output)};
-        Result<cublasLtMatmulAlgo_t> algo =
-            TuneGemm(gemm, state->handle_.get(), operands, state->workspace_.data(),
-                     options.workspace_bytes, options.algo_candidates, state->stream());
-        if (!algo.ok() && algo.status().code() == StatusCode::kNotFound && step->fused) {
-          model.notes_.push_back(
-              "linear " + std::to_string(step->k) + "->" + std::to_string(step->n) +
-              " (plan op " + std::to_string(s) + "): cuBLASLt has no fused algorithm at " +
-              std::to_string(shape.m) + " rows; running matmul + separate bias/activation kernel");
-          step->fused = false;
-          ChooseEpilogue(*step, options.gelu);
-          retry = true;
-          break;
-        }
-        if (!algo.ok()) {
-          return algo.status().WithContext("choosing a cuBLASLt algorithm for " + key + ": ");
-        }
-        cache.Put(key, algo.value());
-        model.algos_[s].push_back(algo.value());
+    for (std::size_t b = 0; b < buckets; ++b) {
+      Result<cublasLtMatmulAlgo_t> algo = state->ChooseAlgo(model, *step, b, cache, &from_cache);
+      if (!algo.ok() && algo.status().code() == StatusCode::kNotFound && step->fused) {
+        model.notes_.push_back("linear " + std::to_string(step->k) + "->" +
+                               std::to_string(step->n) + " (plan op " + std::to_string(s) +
+                               "): cuBLASLt has no fused algorithm at " +
+                               std::to_string(model.buckets_[b]) +
+                               " rows; running matmul + separate bias/activation kernel");
+        step->fused = false;
+        ChooseEpilogue(*step, options.gelu);
+        model.algos_[s].clear();
+        model.small_batch_[s].assign(buckets, 0);
+        b = static_cast<std::size_t>(-1);  // every bucket again, unfused (the loop's ++b wraps)
+        continue;
       }
+      if (!algo.ok()) return algo.status();
+      model.algos_[s].push_back(algo.value());
+      LTSERVE_ASSIGN_OR_RETURN(const bool prefer, state->PreferSmallBatch(model, *step, b, algo.value()));
+      model.small_batch_[s][b] = prefer ? 1 : 0;
     }
+    for (std::uint8_t chosen : model.small_batch_[s]) small_batch += chosen;
   }
   if (from_cache > 0) {
     model.notes_.push_back(std::to_string(from_cache) + " GEMM algorithms read from " +
                            options.algo_cache_file);
+  }
+  if (small_batch > 0) {
+    model.notes_.push_back("small-batch kernel for " + std::to_string(small_batch) +
+                           " GEMM buckets");
   }
   if (!options.algo_cache_file.empty() && cache.size() != cached_before) {
     LTSERVE_RETURN_IF_ERROR(cache.Save(options.algo_cache_file));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gpu/algo_cache.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/gemm.h"
 #include "gpu/gpu_model.h"
@@ -37,6 +38,11 @@ class DeviceState {
  private:
   DeviceState() = default;
   Status RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket);
+  GemmOperands Operands(const GpuModel& model, const GemmStep& step) const;
+  Result<cublasLtMatmulAlgo_t> ChooseAlgo(const GpuModel& model, const GemmStep& step,
+                                          std::size_t bucket, AlgoCache& cache, int* from_cache);
+  Result<bool> PreferSmallBatch(const GpuModel& model, const GemmStep& step, std::size_t bucket,
+                                const cublasLtMatmulAlgo_t& algo);
   void* Value(plan::ValueId id) const { return values_[static_cast<std::size_t>(id)].data(); }
 
   std::shared_ptr<const GpuModel> model_;

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,8 +78,15 @@ class Gemm {
   bool has_algo_ = false;
 };
 
-// Times each candidate on `stream` (warm-up runs first) and returns the fastest; NOT_FOUND
-// when the heuristic offers none.
+// Mean milliseconds of one `run` on `stream` after warm-up runs, timed with CUDA events; the
+// error of the first failing run otherwise.
+Result<float> TimeOnStream(const std::function<Status()>& run, cudaStream_t stream);
+// The margin by which a challenger must beat an incumbent's time to replace it.
+bool ClearlyFaster(float challenger_ms, float incumbent_ms);
+
+// Times each candidate on `stream` (warm-up runs first) and returns the fastest, keeping the
+// heuristic's first choice unless another is clearly (3%) faster; NOT_FOUND when the
+// heuristic offers none.
 Result<cublasLtMatmulAlgo_t> TuneGemm(Gemm& gemm, cublasLtHandle_t handle,
                                       const GemmOperands& operands, void* workspace,
                                       std::size_t workspace_bytes, int candidates,

@@ -11,6 +11,8 @@
 //   algo_candidates           heuristic candidates timed per GEMM, default 8
 //   algo_cache_file           text file of chosen algorithms; read at load, written after tuning
 //   cuda_graphs               true (default) | false
+//   small_batch_kernel        auto (default) | always | off: fused matrix-vector kernel for
+//                             buckets of <= 8 rows where it times faster than cuBLASLt
 //   fuse_epilogues            true (default) | false: matmul + separate kernel for every layer
 //   max_tokens                token models: rows an instance is sized for
 //   gpu_device                CUDA device ordinal, default 0

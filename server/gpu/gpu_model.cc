@@ -1,6 +1,7 @@
 #include "gpu/gpu_model.h"
 
 #include <cstring>
+#include <utility>
 #include <type_traits>
 
 #include "common/float16.h"
@@ -16,6 +17,19 @@ constexpr std::size_t kTensorAlignment = 256;
 std::string Param(const ModelSpec& spec, const std::string& name, const std::string& fallback) {
   const auto it = spec.parameters.find(name);
   return it == spec.parameters.end() ? fallback : it->second;
+}
+
+// A parameter with a fixed set of spellings, e.g. precision: bf16 | fp16 | fp32 | tf32.
+template <typename T>
+Result<T> ChoiceParam(const ModelSpec& spec, const std::string& name, const std::string& fallback,
+                      const std::vector<std::pair<std::string, T>>& choices) {
+  const std::string value = Param(spec, name, fallback);
+  std::string expected;
+  for (const auto& [spelling, choice] : choices) {
+    if (value == spelling) return choice;
+    expected += (expected.empty() ? "" : ", ") + spelling;
+  }
+  return InvalidArgument("parameter " + name + " = '" + value + "': expected one of " + expected);
 }
 
 Result<std::int64_t> IntParam(const ModelSpec& spec, const std::string& name,
@@ -97,9 +111,7 @@ void ChooseEpilogue(GemmStep& step, GeluMode gelu) {
   }
   if (!step.fused) {
     step.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    step.after = step.activation == plan::Activation::kGeluErf && gelu == GeluMode::kTanhEpilogue
-                     ? plan::Activation::kGeluTanh
-                     : step.activation;
+    step.after = step.Effective(gelu);
     step.needs_pointwise = true;
     return;
   }
@@ -115,32 +127,31 @@ void ChooseEpilogue(GemmStep& step, GeluMode gelu) {
 
 Result<ModelOptions> ParseModelOptions(const plan::Plan& plan, const ModelSpec& spec) {
   ModelOptions options;
-  const std::string precision = Param(spec, "precision", "bf16");
-  if (precision == "bf16") {
-    options.precision = Precision::kBf16;
-  } else if (precision == "fp16") {
-    options.precision = Precision::kFp16;
-  } else if (precision == "fp32") {
-    options.precision = Precision::kFp32;
-  } else if (precision == "tf32") {
-    options.precision = Precision::kTf32;
-  } else {
-    return InvalidArgument("parameter precision = '" + precision +
-                           "': expected bf16, fp16, fp32 or tf32");
-  }
-  const std::string gelu = Param(spec, "gelu_epilogue", "auto");
-  if (gelu == "auto") {
-    // In 16-bit storage the tanh approximation's error is far below one rounding step of the
-    // output (docs/gpu_executor.md), so the fused epilogue costs no accuracy there.
-    const bool half = options.precision == Precision::kBf16 || options.precision == Precision::kFp16;
-    options.gelu = half ? GeluMode::kTanhEpilogue : GeluMode::kExact;
-  } else if (gelu == "tanh") {
-    options.gelu = GeluMode::kTanhEpilogue;
-  } else if (gelu == "exact") {
-    options.gelu = GeluMode::kExact;
-  } else {
-    return InvalidArgument("parameter gelu_epilogue = '" + gelu + "': expected auto, tanh or exact");
-  }
+  LTSERVE_ASSIGN_OR_RETURN(
+      options.precision,
+      ChoiceParam<Precision>(spec, "precision", "bf16",
+                             {{"bf16", Precision::kBf16}, {"fp16", Precision::kFp16},
+                              {"fp32", Precision::kFp32}, {"tf32", Precision::kTf32}}));
+  // In 16-bit storage the tanh approximation's error is far below one rounding step of the
+  // output (docs/gpu_executor.md), so "auto" fuses it there and keeps erf in fp32/tf32.
+  const bool half = options.precision == Precision::kBf16 || options.precision == Precision::kFp16;
+  const GeluMode auto_gelu = half ? GeluMode::kTanhEpilogue : GeluMode::kExact;
+  LTSERVE_ASSIGN_OR_RETURN(
+      options.gelu,
+      ChoiceParam<GeluMode>(spec, "gelu_epilogue", "auto",
+                            {{"auto", auto_gelu}, {"tanh", GeluMode::kTanhEpilogue},
+                             {"exact", GeluMode::kExact}}));
+  LTSERVE_ASSIGN_OR_RETURN(
+      options.small_batch,
+      ChoiceParam<SmallBatchMode>(spec, "small_batch_kernel", "auto",
+                                  {{"auto", SmallBatchMode::kAuto},
+                                   {"always", SmallBatchMode::kAlways},
+                                   {"off", SmallBatchMode::kOff}}));
+  const std::vector<std::pair<std::string, bool>> booleans{{"true", true}, {"false", false}};
+  LTSERVE_ASSIGN_OR_RETURN(options.cuda_graphs,
+                           ChoiceParam<bool>(spec, "cuda_graphs", "true", booleans));
+  LTSERVE_ASSIGN_OR_RETURN(options.fuse_epilogues,
+                           ChoiceParam<bool>(spec, "fuse_epilogues", "true", booleans));
   LTSERVE_ASSIGN_OR_RETURN(std::int64_t workspace,
                            IntParam(spec, "cublaslt_workspace_bytes", 32 << 20, 0));
   options.workspace_bytes = static_cast<std::size_t>(workspace);
@@ -149,16 +160,6 @@ Result<ModelOptions> ParseModelOptions(const plan::Plan& plan, const ModelSpec& 
   LTSERVE_ASSIGN_OR_RETURN(std::int64_t device, IntParam(spec, "gpu_device", 0, 0));
   options.device = static_cast<int>(device);
   options.algo_cache_file = Param(spec, "algo_cache_file", "");
-  const std::string graphs = Param(spec, "cuda_graphs", "true");
-  if (graphs != "true" && graphs != "false") {
-    return InvalidArgument("parameter cuda_graphs = '" + graphs + "': expected true or false");
-  }
-  options.cuda_graphs = graphs == "true";
-  const std::string fuse = Param(spec, "fuse_epilogues", "true");
-  if (fuse != "true" && fuse != "false") {
-    return InvalidArgument("parameter fuse_epilogues = '" + fuse + "': expected true or false");
-  }
-  options.fuse_epilogues = fuse == "true";
   LTSERVE_ASSIGN_OR_RETURN(options.input_type, IoType(spec.inputs, "input"));
   LTSERVE_ASSIGN_OR_RETURN(options.output_type, IoType(spec.outputs, "output"));
 

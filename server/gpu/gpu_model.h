@@ -23,6 +23,9 @@
 namespace ltserve::gpu {
 
 enum class GeluMode : std::uint8_t { kTanhEpilogue, kExact };
+// When to run a few-row Linear with the small-batch kernel (kernels.h) instead of cuBLASLt:
+// kAuto where it timed faster at load, kAlways wherever it can (tests), kOff never.
+enum class SmallBatchMode : std::uint8_t { kAuto, kAlways, kOff };
 
 struct ModelOptions {
   Precision precision = Precision::kBf16;
@@ -31,6 +34,7 @@ struct ModelOptions {
   int algo_candidates = 8;
   std::string algo_cache_file;
   bool cuda_graphs = true;
+  SmallBatchMode small_batch = SmallBatchMode::kAuto;
   bool fuse_epilogues = true;  // false: every Linear runs unfused (for tests and debugging)
   int device = 0;
   std::int64_t capacity_rows = 1;  // rows (samples or packed tokens) an instance is sized for
@@ -59,6 +63,13 @@ struct GemmStep {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   plan::Activation after = plan::Activation::kNone;  // activation left for the pointwise step
   bool needs_pointwise = false;
+
+  // The activation the whole layer computes (the GELU form the model's options chose).
+  plan::Activation Effective(GeluMode gelu) const {
+    return activation == plan::Activation::kGeluErf && gelu == GeluMode::kTanhEpilogue
+               ? plan::Activation::kGeluTanh
+               : activation;
+  }
 
   GemmShape Shape(std::int64_t rows) const {
     return GemmShape{rows, n, k, epilogue, fused && residual != plan::kNoValue};
@@ -106,6 +117,10 @@ class GpuModel {
   const cublasLtMatmulAlgo_t& Algo(std::size_t step, std::size_t bucket) const {
     return algos_[step][bucket];
   }
+  // True when GEMM step `step` runs with the small-batch kernel at `bucket`.
+  bool SmallBatch(std::size_t step, std::size_t bucket) const {
+    return small_batch_[step][bucket] != 0;
+  }
   // One line per decision worth a log line (unfused layers, cache use), for Describe().
   const std::vector<std::string>& notes() const { return notes_; }
   int fused_gemms() const;
@@ -124,6 +139,7 @@ class GpuModel {
   std::vector<std::byte> host_weights_;  // packed, freed after upload
   DeviceBuffer weights_;
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos_;  // [step][bucket], GEMM steps only
+  std::vector<std::vector<std::uint8_t>> small_batch_;    // [step][bucket], GEMM steps only
   std::vector<std::string> notes_;
 };
 

@@ -2,6 +2,7 @@
 #include <cuda_fp16.h>
 
 #include "gpu/kernels.h"
+#include "gpu/kernels_device.cuh"
 
 namespace ltserve::gpu {
 namespace {
@@ -10,33 +11,6 @@ constexpr int kThreads = 256;
 // A grid-stride loop needs no more blocks than keep every SM busy; this bounds the grid for
 // huge tensors without a device query on the launch path.
 constexpr std::int64_t kMaxBlocks = 4096;
-
-__device__ __forceinline__ float Load(const float* p, std::int64_t i) { return p[i]; }
-__device__ __forceinline__ float Load(const __half* p, std::int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float Load(const __nv_bfloat16* p, std::int64_t i) {
-  return __bfloat162float(p[i]);
-}
-__device__ __forceinline__ void Store(float* p, std::int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void Store(__half* p, std::int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void Store(__nv_bfloat16* p, std::int64_t i, float v) {
-  p[i] = __float2bfloat16_rn(v);
-}
-
-__device__ __forceinline__ float Apply(plan::Activation act, float x) {
-  switch (act) {
-    case plan::Activation::kNone: return x;
-    case plan::Activation::kRelu: return x < 0.f ? 0.f : x;  // keeps NaN, as torch.relu does
-    case plan::Activation::kGeluErf: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case plan::Activation::kGeluTanh: {
-      const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.f + tanhf(inner));
-    }
-    case plan::Activation::kSilu: return x / (1.f + expf(-x));
-    case plan::Activation::kTanh: return tanhf(x);
-    case plan::Activation::kSigmoid: return 1.f / (1.f + expf(-x));
-  }
-  return x;
-}
 
 template <typename Src, typename Dst>
 __global__ void ConvertKernel(const Src* src, Dst* dst, std::int64_t count) {
@@ -69,7 +43,7 @@ __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T
     float v = Load(in, i);
     if (bias != nullptr) v += Load(bias, i % width);
     if (residual != nullptr) v += Load(residual, i);
-    Store(out, i, Apply(act, v));
+    Store(out, i, Activate(act, v));
   }
 }
 

@@ -31,6 +31,20 @@ cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residu
                             std::int64_t rows, std::int64_t width, plan::Activation act,
                             ElemType type, cudaStream_t stream);
 
+// Rows a small-batch linear kernel takes at most, and whether it can run a layer: 16-bit
+// storage and in_features a multiple of 8 (16-byte loads along each weight row).
+constexpr std::int64_t kSmallBatchMaxRows = 8;
+bool SmallBatchLinearSupports(ElemType type, std::int64_t rows, std::int64_t in_features);
+
+// y[r, n] = act(Σ_k x[r, k]·w[n, k] + bias[n] + residual[r, n]) in one kernel, for few rows,
+// where a GEMM is a matrix-vector product bound by reading the weights once: warps stream
+// weight rows with 16-byte loads and finish bias, residual and activation in registers.
+// `bias` and `residual` may be null.
+cudaError_t LaunchSmallBatchLinear(const void* x, const void* w, const void* bias,
+                                   const void* residual, void* y, std::int64_t rows,
+                                   std::int64_t out_features, std::int64_t in_features,
+                                   plan::Activation act, ElemType type, cudaStream_t stream);
+
 // out = LayerNorm(in + residual) over each row; `residual`, `gamma`, `beta` may be null.
 // gamma/beta are fp32; in/residual/out have element type `type`.
 cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,

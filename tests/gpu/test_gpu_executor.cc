@@ -111,6 +111,24 @@ std::shared_ptr<const plan::Plan> AlignedPlan() {
   return b.plan;
 }
 
+// Widths the small-batch kernel takes (in_features a multiple of 8), with a residual and every
+// activation it applies in its epilogue.
+std::shared_ptr<const plan::Plan> SmallBatchPlan() {
+  Builder b;
+  const auto in = b.Value(64);
+  const auto v1 = b.Linear(in, 72, true, Activation::kRelu);
+  const auto v2 = b.Linear(v1, 72, true, Activation::kGeluErf, v1);
+  const auto v3 = b.Linear(v2, 40, false, Activation::kSilu);
+  const auto v4 = b.Linear(v3, 40, true, Activation::kTanh, v3);
+  const auto v5 = b.Linear(v4, 48, true, Activation::kSigmoid);
+  const auto v6 = b.Linear(v5, 24, true, Activation::kGeluTanh);
+  const auto out = b.Linear(v6, 16, false, Activation::kNone);
+  b.plan->SetInput(in, plan::InputKind::kRows);
+  b.plan->SetOutput(out);
+  EXPECT_TRUE(b.plan->Validate().ok());
+  return b.plan;
+}
+
 ModelSpec Spec(const plan::Plan& plan, const std::string& precision, DataType io,
                int max_batch = kMaxBatch) {
   ModelSpec spec;
@@ -218,6 +236,12 @@ void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c
   if (spec.parameters["fuse_epilogues"] == "false") {
     EXPECT_NE(describe.find("(0 with fused epilogue)"), std::string::npos) << describe;
   }
+  if (spec.parameters["small_batch_kernel"] == "always" && c.precision != "fp32" &&
+      c.precision != "tf32") {
+    // 7 layers × the 4 buckets of at most 8 rows (1, 2, 4, 8).
+    EXPECT_NE(describe.find("small-batch kernel for 28 GEMM buckets"), std::string::npos)
+        << describe;
+  }
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
   const std::string precision = c.precision;
@@ -245,6 +269,11 @@ TEST_P(PrecisionTest, EveryOpAndEpilogueMatchesReferenceAtOddWidths) {
 TEST_P(PrecisionTest, UnfusedFallbackMatchesReference) {
   SKIP_WITHOUT_GPU();
   CheckAgainstReference(ZooPlan(), GetParam(), {{"fuse_epilogues", "false"}});
+}
+
+TEST_P(PrecisionTest, SmallBatchKernelMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  CheckAgainstReference(SmallBatchPlan(), GetParam(), {{"small_batch_kernel", "always"}});
 }
 
 TEST_P(PrecisionTest, AlignedWidthsFuseEveryLayerAndMatchReference) {
@@ -396,7 +425,7 @@ TEST(GpuExecutor, RejectsBadParametersAndUnsupportedModels) {
   for (auto [name, value] : std::vector<std::pair<std::string, std::string>>{
            {"precision", "int8"}, {"gelu_epilogue", "fast"}, {"cuda_graphs", "yes"},
            {"cublaslt_workspace_bytes", "-1"}, {"algo_candidates", "many"},
-           {"fuse_epilogues", "no"}}) {
+           {"fuse_epilogues", "no"}, {"small_batch_kernel", "sometimes"}}) {
     ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
     spec.parameters[name] = value;
     EXPECT_EQ(CreateGpuExecutorFactory(plan, spec).status().code(), StatusCode::kInvalidArgument)
