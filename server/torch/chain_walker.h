@@ -1,0 +1,66 @@
+// Reads a frozen, inlined forward graph as a chain of layers (internal to the lowering).
+//
+// The walk starts at the graph's single tensor input and follows the one consumer of the
+// current value, node by node, until the graph's output. Parameters must be graph constants
+// (the module is frozen first). A value with several consumers, an op outside the known set,
+// several inputs or outputs: each stops the walk with a message naming what was found.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <cstdint>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+#include "plan/plan.h"
+
+namespace ltserve::lowering {
+
+// y = x · weightᵀ + bias; weight [out, in] as the module holds it (any float dtype).
+struct LinearStep {
+  at::Tensor weight;
+  std::optional<at::Tensor> bias;
+};
+struct ActivationStep {
+  plan::Activation activation = plan::Activation::kNone;
+};
+struct LayerNormStep {
+  std::int64_t width = 0;
+  double eps = 1e-5;
+  std::optional<at::Tensor> gamma;
+  std::optional<at::Tensor> beta;
+};
+using Step = std::variant<LinearStep, ActivationStep, LayerNormStep>;
+
+class ChainWalker {
+ public:
+  // `input_rank`: non-batch dims of the input; `has_batch_dim`: whether dim 0 is the batch.
+  ChainWalker(std::int64_t input_rank, bool has_batch_dim)
+      : rank_(input_rank), has_batch_dim_(has_batch_dim) {}
+
+  // The layers in order, or UNIMPLEMENTED saying why the graph is not a chain of them.
+  // Not thread-safe; one walk per walker.
+  Result<std::vector<Step>> Walk(const torch::jit::Graph& graph);
+
+ private:
+  Status Visit(const torch::jit::Node& node);
+  Status VisitLinear(const torch::jit::Node& node);
+  Status VisitAddmm(const torch::jit::Node& node);
+  Status VisitMatmul(const torch::jit::Node& node);
+  Status VisitAdd(const torch::jit::Node& node);
+  Status VisitGelu(const torch::jit::Node& node);
+  Status VisitLayerNorm(const torch::jit::Node& node);
+  Status VisitFlatten(const torch::jit::Node& node);
+  Status VisitDropout(const torch::jit::Node& node);
+  Status RequireRows(const torch::jit::Node& node) const;
+
+  std::int64_t rank_;  // non-batch dims of the current value
+  bool has_batch_dim_;
+  const torch::jit::Value* current_ = nullptr;
+  std::vector<Step> steps_;
+};
+
+}  // namespace ltserve::lowering

@@ -1,0 +1,113 @@
+#include "torch/torch_loader.h"
+
+#include <torch/script.h>
+
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "torch/aten_util.h"
+#include "torch/lowering.h"
+#include "torch/torchscript_executor.h"
+
+namespace ltserve {
+namespace {
+
+enum class PathChoice { kAuto, kPlan, kTorchScript };
+
+Result<PathChoice> ChosenPath(const ModelSpec& spec) {
+  auto found = spec.parameters.find("execution_path");
+  if (found == spec.parameters.end() || found->second == "auto") return PathChoice::kAuto;
+  if (found->second == "plan") return PathChoice::kPlan;
+  if (found->second == "torchscript") return PathChoice::kTorchScript;
+  return InvalidArgument("parameter execution_path is '" + found->second +
+                         "'; expected auto, plan or torchscript");
+}
+
+Result<torch::jit::Module> LoadModule(const std::filesystem::path& file) {
+  std::error_code error_code;
+  if (!std::filesystem::is_regular_file(file, error_code)) {
+    return NotFound("model file '" + file.string() + "' does not exist");
+  }
+  try {
+    torch::jit::Module module = torch::jit::load(file.string(), c10::Device(c10::kCPU));
+    module.eval();
+    return module;
+  } catch (const std::exception& error) {
+    return InvalidArgument("model file '" + file.string() +
+                           "' is not a loadable TorchScript module: " +
+                           aten::ExceptionMessage(error));
+  }
+}
+
+bool IsFloatType(DataType type) {
+  return type == DataType::kFp32 || type == DataType::kFp16 || type == DataType::kBf16;
+}
+
+// Why the configuration alone rules out a plan, or empty.
+std::string ConfigBlocksPlan(const ModelSpec& spec) {
+  if (spec.inputs.size() != 1 || spec.outputs.size() != 1) {
+    return "the config declares " + std::to_string(spec.inputs.size()) + " inputs and " +
+           std::to_string(spec.outputs.size()) + " outputs; a plan has one of each";
+  }
+  for (const TensorSpec* tensor : {&spec.inputs[0], &spec.outputs[0]}) {
+    if (!IsFloatType(tensor->dtype)) {
+      return "'" + tensor->name + "' is " + std::string(WireName(tensor->dtype)) +
+             "; a plan takes FP32, FP16 or BF16";
+    }
+    for (std::int64_t dim : tensor->dims) {
+      if (dim < 0) return "'" + tensor->name + "' has variable dims; a plan has fixed widths";
+    }
+  }
+  return "";
+}
+
+Status CheckWidth(const TensorSpec& tensor, std::int64_t plan_width, const char* side) {
+  const std::int64_t configured = aten::ElementCount(tensor.dims);
+  if (configured == plan_width) return Status::Ok();
+  return InvalidArgument(std::string(side) + " '" + tensor.name + "' has dims " +
+                         aten::DimsToString(tensor.dims) + " (" + std::to_string(configured) +
+                         " values per sample) but the module's " + side + " width is " +
+                         std::to_string(plan_width));
+}
+
+}  // namespace
+
+Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
+  const std::string context = "loading model '" + spec.name + "': ";
+  Result<PathChoice> choice = ChosenPath(spec);
+  if (!choice.ok()) return choice.status().WithContext(context);
+  Result<torch::jit::Module> module = LoadModule(spec.model_file);
+  if (!module.ok()) return module.status().WithContext(context);
+
+  LoadedModel loaded;
+  Result<std::unique_ptr<ExecutorFactory>> fallback = CreateTorchScriptFactory(*module, spec);
+  if (!fallback.ok()) return fallback.status().WithContext(context);
+  loaded.torchscript = std::move(fallback).value();
+  if (*choice == PathChoice::kTorchScript) {
+    loaded.lowering_report = "not lowered: execution_path is torchscript";
+    return loaded;
+  }
+
+  std::string blocked = ConfigBlocksPlan(spec);
+  Result<plan::Plan> lowered = Unimplemented(blocked);
+  if (blocked.empty()) {
+    lowered = lowering::LowerModule(*module, {spec.inputs[0].dims, spec.max_batch_size > 0});
+  }
+  if (!lowered.ok()) {
+    if (*choice == PathChoice::kPlan) {
+      return FailedPrecondition(context + "execution_path is plan but the module cannot be " +
+                                "lowered: " + lowered.status().message());
+    }
+    loaded.lowering_report = "not lowered: " + lowered.status().message();
+    return loaded;
+  }
+  Status width = CheckWidth(spec.inputs[0], lowered->input_width(), "input");
+  if (width.ok()) width = CheckWidth(spec.outputs[0], lowered->output_width(), "output");
+  if (!width.ok()) return width.WithContext(context);
+  loaded.plan = std::make_shared<const plan::Plan>(std::move(lowered).value());
+  loaded.lowering_report = loaded.plan->Describe();
+  return loaded;
+}
+
+}  // namespace ltserve

@@ -1,0 +1,32 @@
+// Loading a TorchScript model: the module itself (for the TorchScript fallback) and, when its
+// forward is a chain of layers the plan knows, the plan the CPU and GPU executors run.
+//
+// No torch types here: this header is included next to spdlog and gRPC (see
+// docs/architecture.md). LoadTorchScriptModel never throws.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "executor/executor.h"
+#include "executor/model_spec.h"
+#include "plan/plan.h"
+
+namespace ltserve {
+
+struct LoadedModel {
+  std::shared_ptr<const plan::Plan> plan;       // null when the module could not be lowered
+  std::string lowering_report;                  // the plan summary, or why it could not be lowered
+  std::unique_ptr<ExecutorFactory> torchscript; // always set: runs forward() through libtorch (path kTorchScript)
+};
+
+// Loads spec.model_file and lowers it when possible. spec.parameters["execution_path"]:
+// "auto" (default: lower when possible), "plan" (failing to lower is a load error) or
+// "torchscript" (no lowering). Errors: NOT_FOUND for a missing file, INVALID_ARGUMENT for a
+// file that is not TorchScript, a bad execution_path, or a plan whose input/output widths
+// disagree with the configured dims; FAILED_PRECONDITION for execution_path=plan on a module
+// that cannot be lowered.
+Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec);
+
+}  // namespace ltserve
