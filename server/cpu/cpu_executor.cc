@@ -1,0 +1,153 @@
+#include "cpu/cpu_executor.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include "cpu/cpu_model.h"
+#include "torch/aten_util.h"
+
+namespace ltserve {
+namespace {
+
+using cpu::CpuModel;
+using cpu::OpWeights;
+
+// ATen's thread pool is process-wide; size it once, to every core, before the first kernel.
+void UseAllCores() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  });
+}
+
+// The plan's vectors outlive every tensor here (the model holds the plan), and no kernel
+// writes a weight, so viewing const memory is safe.
+at::Tensor View(const std::vector<float>& values, std::vector<std::int64_t> shape) {
+  if (values.empty()) return at::Tensor();
+  return at::from_blob(const_cast<float*>(values.data()), shape, at::kFloat);
+}
+
+Result<at::ScalarType> PlanIoType(const TensorSpec& tensor) {
+  if (tensor.dtype == DataType::kFp32 || tensor.dtype == DataType::kFp16 ||
+      tensor.dtype == DataType::kBf16) {
+    return *aten::ToScalarType(tensor.dtype);
+  }
+  return InvalidArgument("'" + tensor.name + "' is " + std::string(WireName(tensor.dtype)) +
+                         "; the CPU executor takes FP32, FP16 or BF16");
+}
+
+// The instance runs ops over preallocated buffers, so no op may write a value it reads, nor
+// the input (which may be the caller's staging buffer).
+Status CheckSupported(const plan::Plan& plan) {
+  if (plan.input_kind() != plan::InputKind::kRows) {
+    return Unimplemented("the CPU executor runs row plans only (token plans need attention)");
+  }
+  for (std::size_t i = 0; i < plan.ops().size(); ++i) {
+    Status status = std::visit(
+        [&](const auto& op) -> Status {
+          using T = std::decay_t<decltype(op)>;
+          if constexpr (std::is_same_v<T, plan::AttentionOp>) {
+            return Unimplemented("the CPU executor has no attention yet");
+          } else if constexpr (std::is_same_v<T, plan::AddOp>) {
+            if (op.output == op.a || op.output == op.b || op.output == plan.input()) {
+              return Unimplemented("plan op " + std::to_string(i) + " writes a value it reads");
+            }
+          } else if constexpr (std::is_same_v<T, plan::ActivationOp>) {
+            if (op.output == plan.input()) {
+              return Unimplemented("plan op " + std::to_string(i) + " writes the plan input");
+            }
+          } else {
+            if (op.output == op.input || op.output == op.residual || op.output == plan.input()) {
+              return Unimplemented("plan op " + std::to_string(i) + " writes a value it reads");
+            }
+          }
+          return Status::Ok();
+        },
+        plan.ops()[i]);
+    LTSERVE_RETURN_IF_ERROR(status);
+  }
+  return Status::Ok();
+}
+
+OpWeights WeightsOf(const plan::Op& op) {
+  OpWeights weights;
+  if (const auto* linear = std::get_if<plan::LinearOp>(&op)) {
+    weights.weight = View(linear->weight, {linear->out_features, linear->in_features});
+    weights.bias = View(linear->bias, {linear->out_features});
+  } else if (const auto* norm = std::get_if<plan::LayerNormOp>(&op)) {
+    weights.gamma = View(norm->gamma, {static_cast<std::int64_t>(norm->gamma.size())});
+    weights.beta = View(norm->beta, {static_cast<std::int64_t>(norm->beta.size())});
+  }
+  return weights;
+}
+
+// Thread-safety: CreateInstance may be called from any thread; the model is immutable.
+class CpuPlanFactory : public ExecutorFactory {
+ public:
+  explicit CpuPlanFactory(std::shared_ptr<const CpuModel> model) : model_(std::move(model)) {}
+
+  ExecutionPath path() const override { return ExecutionPath::kCpuPlan; }
+  std::string Describe() const override {
+    return "CPU plan (ATen fp32, " + std::to_string(at::get_num_threads()) + " threads): " +
+           model_->plan->Describe();
+  }
+  Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int /*index*/) override {
+    return cpu::CreateCpuInstance(model_);
+  }
+
+ private:
+  std::shared_ptr<const CpuModel> model_;
+};
+
+Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::Plan> plan,
+                                                   const ModelSpec& spec) {
+  if (spec.inputs.size() != 1 || spec.outputs.size() != 1) {
+    return InvalidArgument("the CPU executor runs models of one input and one output; '" +
+                           spec.name + "' declares " + std::to_string(spec.inputs.size()) +
+                           " and " + std::to_string(spec.outputs.size()));
+  }
+  auto model = std::make_shared<CpuModel>();
+  LTSERVE_ASSIGN_OR_RETURN(model->input_dtype, PlanIoType(spec.inputs[0]));
+  LTSERVE_ASSIGN_OR_RETURN(model->output_dtype, PlanIoType(spec.outputs[0]));
+  const std::int64_t input_width = aten::ElementCount(spec.inputs[0].dims);
+  const std::int64_t output_width = aten::ElementCount(spec.outputs[0].dims);
+  if (input_width != plan->input_width() || output_width != plan->output_width()) {
+    return InvalidArgument("config dims " + aten::DimsToString(spec.inputs[0].dims) + " -> " +
+                           aten::DimsToString(spec.outputs[0].dims) + " do not match the plan's " +
+                           std::to_string(plan->input_width()) + " -> " +
+                           std::to_string(plan->output_width()));
+  }
+  model->output_dims = spec.outputs[0].dims;
+  model->has_batch_dim = spec.max_batch_size > 0;
+  model->max_rows = std::max(spec.max_batch_size, 1);
+  for (const plan::Op& op : plan->ops()) model->weights.push_back(WeightsOf(op));
+  model->plan = std::move(plan);
+  return std::shared_ptr<const CpuModel>(std::move(model));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
+    std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec) {
+  const std::string context = "CPU executor for model '" + spec.name + "': ";
+  if (plan == nullptr) return InvalidArgument(context + "no plan (the model was not lowered)");
+  Status status = plan->Validate();
+  if (status.ok()) status = CheckSupported(*plan);
+  if (!status.ok()) return status.WithContext(context);
+  UseAllCores();
+  try {
+    Result<std::shared_ptr<const CpuModel>> model = BuildModel(std::move(plan), spec);
+    if (!model.ok()) return model.status().WithContext(context);
+    return std::unique_ptr<ExecutorFactory>(new CpuPlanFactory(std::move(model).value()));
+  } catch (const std::exception& error) {
+    return Internal(context + aten::ExceptionMessage(error));
+  }
+}
+
+}  // namespace ltserve

@@ -1,0 +1,193 @@
+// One CPU instance: preallocated fp32 activations for max_rows rows and the ops of the plan
+// run over them with ATen's out= and in-place kernels.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "cpu/cpu_model.h"
+#include "torch/aten_util.h"
+
+namespace ltserve::cpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t NanosSince(Clock::time_point start) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+}
+
+void ActivateInPlace(at::Tensor& values, plan::Activation activation) {
+  switch (activation) {
+    case plan::Activation::kNone: return;
+    case plan::Activation::kRelu: values.relu_(); return;
+    case plan::Activation::kGeluErf: at::gelu_(values, "none"); return;
+    case plan::Activation::kGeluTanh: at::gelu_(values, "tanh"); return;
+    case plan::Activation::kSilu: at::silu_(values); return;
+    case plan::Activation::kTanh: values.tanh_(); return;
+    case plan::Activation::kSigmoid: values.sigmoid_(); return;
+  }
+}
+
+std::optional<at::Tensor> Optional(const at::Tensor& tensor) {
+  if (!tensor.defined()) return std::nullopt;
+  return tensor;
+}
+
+// Thread-safety: not thread-safe; one scheduler worker drives an instance.
+class CpuInstance : public ExecutorInstance {
+ public:
+  explicit CpuInstance(std::shared_ptr<const CpuModel> model) : model_(std::move(model)) {
+    const plan::Plan& plan = *model_->plan;
+    const std::int64_t rows = model_->max_rows;
+    staging_.resize(rows * plan.input_width() * c10::elementSize(model_->input_dtype));
+    for (const plan::Value& value : plan.values()) {
+      values_.push_back(at::empty({rows, value.width}, at::kFloat));
+    }
+    // fp32 input needs no conversion: the plan reads the staging buffer directly.
+    if (model_->input_dtype == at::kFloat) {
+      values_[plan.input()] = at::from_blob(staging_.data(), {rows, plan.input_width()}, at::kFloat);
+    }
+    if (model_->output_dtype != at::kFloat) {
+      converted_output_ = at::empty({rows, plan.output_width()}, model_->output_dtype);
+    }
+    norm_mean_ = at::empty({rows, 1}, at::kFloat);
+    norm_rstd_ = at::empty({rows, 1}, at::kFloat);
+  }
+
+  Result<std::span<std::byte>> InputBuffer(std::size_t index, std::size_t bytes) override {
+    if (index != 0) return InvalidArgument("input index " + std::to_string(index) + " out of range");
+    if (bytes > staging_.size()) {
+      return InvalidArgument(std::to_string(bytes) + " input bytes exceed the " +
+                             std::to_string(staging_.size()) + " a full batch holds");
+    }
+    return std::span<std::byte>(staging_.data(), bytes);
+  }
+
+  Status Execute(const BatchShape& shape, ExecuteTimings* timings) override {
+    rows_ = 0;
+    LTSERVE_ASSIGN_OR_RETURN(std::int64_t rows, RowsOf(shape));
+    try {
+      Clock::time_point start = Clock::now();
+      const plan::Plan& plan = *model_->plan;
+      if (model_->input_dtype != at::kFloat) {
+        at::Tensor raw = at::from_blob(staging_.data(), {rows, plan.input_width()},
+                                       model_->input_dtype);
+        Rows(plan.input(), rows).copy_(raw);
+      }
+      if (timings != nullptr) timings->input_ns = NanosSince(start);
+
+      start = Clock::now();
+      for (std::size_t i = 0; i < plan.ops().size(); ++i) {
+        std::visit([&](const auto& op) { Run(op, model_->weights[i], rows); }, plan.ops()[i]);
+      }
+      if (timings != nullptr) timings->infer_ns = NanosSince(start);
+
+      start = Clock::now();
+      if (converted_output_.defined()) {
+        converted_output_.narrow(0, 0, rows).copy_(Rows(plan.output(), rows));
+      }
+      if (timings != nullptr) timings->output_ns = NanosSince(start);
+    } catch (const std::exception& error) {
+      return Internal("CPU plan execution failed: " + aten::ExceptionMessage(error));
+    }
+    rows_ = rows;
+    return Status::Ok();
+  }
+
+  std::span<const std::byte> Output(std::size_t index) const override {
+    if (index != 0 || rows_ == 0) return {};
+    const at::Tensor& result =
+        converted_output_.defined() ? converted_output_ : values_[model_->plan->output()];
+    const std::size_t bytes = rows_ * model_->plan->output_width() * result.element_size();
+    return {static_cast<const std::byte*>(result.const_data_ptr()), bytes};
+  }
+
+  std::vector<std::int64_t> OutputShape(std::size_t index) const override {
+    if (index != 0 || rows_ == 0) return {};
+    std::vector<std::int64_t> shape = model_->output_dims;
+    if (model_->has_batch_dim) shape.insert(shape.begin(), rows_);
+    return shape;
+  }
+
+ private:
+  Result<std::int64_t> RowsOf(const BatchShape& shape) const {
+    if (!shape.sequence_lengths.empty()) {
+      return InvalidArgument("the CPU plan executor takes rows, not token sequences");
+    }
+    if (!model_->has_batch_dim) {
+      if (shape.batch_size > 1) return InvalidArgument("the model has no batch dimension");
+      return std::int64_t{1};
+    }
+    if (shape.batch_size < 1 || shape.batch_size > model_->max_rows) {
+      return InvalidArgument("batch of " + std::to_string(shape.batch_size) +
+                             " rows; the model takes 1 to " + std::to_string(model_->max_rows));
+    }
+    return shape.batch_size;
+  }
+
+  at::Tensor Rows(plan::ValueId id, std::int64_t rows) { return values_[id].narrow(0, 0, rows); }
+
+  void Run(const plan::LinearOp& op, const OpWeights& weights, std::int64_t rows) {
+    at::Tensor out = Rows(op.output, rows);
+    if (weights.bias.defined()) {
+      at::addmm_out(out, weights.bias, Rows(op.input, rows), weights.weight.t());
+    } else {
+      at::mm_out(out, Rows(op.input, rows), weights.weight.t());
+    }
+    if (op.residual != plan::kNoValue) out.add_(Rows(op.residual, rows));
+    ActivateInPlace(out, op.activation);
+  }
+
+  void Run(const plan::ActivationOp& op, const OpWeights&, std::int64_t rows) {
+    at::Tensor out = Rows(op.output, rows);
+    if (op.output != op.input) out.copy_(Rows(op.input, rows));
+    ActivateInPlace(out, op.activation);
+  }
+
+  void Run(const plan::LayerNormOp& op, const OpWeights& weights, std::int64_t rows) {
+    at::Tensor out = Rows(op.output, rows);
+    const std::int64_t width = out.size(1);
+    if (op.residual == plan::kNoValue) {
+      at::Tensor mean = norm_mean_.narrow(0, 0, rows);
+      at::Tensor rstd = norm_rstd_.narrow(0, 0, rows);
+      at::native_layer_norm_out(out, mean, rstd, Rows(op.input, rows), {width}, Optional(weights.gamma),
+                                Optional(weights.beta), op.eps);
+      return;
+    }
+    // LayerNorm(input + residual): the sum needs its own memory; rare enough to allocate.
+    at::Tensor sum = Rows(op.input, rows) + Rows(op.residual, rows);
+    out.copy_(at::layer_norm(sum, {width}, Optional(weights.gamma), Optional(weights.beta), op.eps));
+  }
+
+  void Run(const plan::AddOp& op, const OpWeights&, std::int64_t rows) {
+    at::Tensor out = Rows(op.output, rows);
+    at::add_out(out, Rows(op.a, rows), Rows(op.b, rows));
+  }
+
+  // Refused when the factory is created; never reached.
+  void Run(const plan::AttentionOp&, const OpWeights&, std::int64_t) {}
+
+  std::shared_ptr<const CpuModel> model_;
+  std::vector<std::byte> staging_;
+  std::vector<at::Tensor> values_;  // one [max_rows, width] fp32 buffer per plan value
+  at::Tensor converted_output_;     // the output in the configured dtype, when not fp32
+  at::Tensor norm_mean_;            // LayerNorm statistics, [max_rows, 1]
+  at::Tensor norm_rstd_;
+  std::int64_t rows_ = 0;           // rows of the last successful Execute; 0 before it
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ExecutorInstance>> CreateCpuInstance(std::shared_ptr<const CpuModel> model) {
+  try {
+    return std::unique_ptr<ExecutorInstance>(new CpuInstance(std::move(model)));
+  } catch (const std::exception& error) {
+    return ResourceExhausted("allocating CPU instance buffers: " + aten::ExceptionMessage(error));
+  }
+}
+
+}  // namespace ltserve::cpu

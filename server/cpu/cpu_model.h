@@ -1,0 +1,38 @@
+// What every CPU instance of a model shares: the plan, its weights viewed as ATen tensors, and
+// the I/O facts of the config. Internal to server/cpu (it sees torch types).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "executor/executor.h"
+#include "plan/plan.h"
+
+namespace ltserve::cpu {
+
+// Tensors over one op's weights; undefined where the op has none.
+struct OpWeights {
+  at::Tensor weight;  // [out, in]
+  at::Tensor bias;
+  at::Tensor gamma;
+  at::Tensor beta;
+};
+
+// Immutable after creation; shared by the factory and its instances.
+struct CpuModel {
+  std::shared_ptr<const plan::Plan> plan;
+  std::vector<OpWeights> weights;  // one per plan op; views of plan memory, never written
+  at::ScalarType input_dtype = at::kFloat;
+  at::ScalarType output_dtype = at::kFloat;
+  std::vector<std::int64_t> output_dims;  // configured, batch excluded
+  std::int64_t max_rows = 1;
+  bool has_batch_dim = true;
+};
+
+// Creates instance buffers for `model`; all allocation of an instance happens here.
+Result<std::unique_ptr<ExecutorInstance>> CreateCpuInstance(std::shared_ptr<const CpuModel> model);
+
+}  // namespace ltserve::cpu
