@@ -13,13 +13,16 @@ status=0
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv \
   > "$OUT/gpu.txt" 2>&1
-git rev-parse HEAD > "$OUT/commit.txt" 2>/dev/null || true
-git status --short >> "$OUT/commit.txt" 2>/dev/null || true
+# The copy of the tree on the GPU machine may have no git history: COMMIT can name it.
+echo "${COMMIT:-$(git rev-parse HEAD 2>/dev/null)}" > "$OUT/commit.txt"
 
 D=$ROOT/.deb-root
 mkdir -p "$D"
 for f in .debs/*.deb; do dpkg -x "$f" "$D"; done
 L=$D/usr/lib/x86_64-linux-gnu
+# Debian's .pc files name /usr; point them at the unpacked tree (cpp-httplib's include dir).
+sed -i -E "s#^(prefix|exec_prefix|libdir|includedir)=/usr#\1=$D/usr#" "$L"/pkgconfig/*.pc \
+  "$D"/usr/share/pkgconfig/*.pc 2>/dev/null
 export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-} LIBRARY_PATH=$L PKG_CONFIG_PATH=$L/pkgconfig
 export PATH=$D/usr/bin:$PATH
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')

@@ -167,6 +167,7 @@ Result<bool> DeviceState::PreferSmallBatch(const GpuModel& model, const GemmStep
     return false;
   }
   if (options.small_batch == SmallBatchMode::kAlways) return true;
+  if (rows > kSmallBatchAutoMaxRows) return false;
   const GemmOperands operands = Operands(model, step);
   LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
   LTSERVE_ASSIGN_OR_RETURN(const float cublas_ms, TimeOnStream([&] {

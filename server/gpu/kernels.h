@@ -34,6 +34,10 @@ cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residu
 // Rows a small-batch linear kernel takes at most, and whether it can run a layer: 16-bit
 // storage and in_features a multiple of 8 (16-byte loads along each weight row).
 constexpr std::int64_t kSmallBatchMaxRows = 8;
+// In "auto" mode it is considered only up to this many rows: on the H200 it timed faster than
+// cuBLASLt per layer at 4 and 8 rows too, yet whole forward passes at those batches came out
+// slower (bench/RESULTS.md), so the per-layer timing is trusted only where it held end to end.
+constexpr std::int64_t kSmallBatchAutoMaxRows = 2;
 bool SmallBatchLinearSupports(ElemType type, std::int64_t rows, std::int64_t in_features);
 
 // y[r, n] = act(Σ_k x[r, k]·w[n, k] + bias[n] + residual[r, n]) in one kernel, for few rows,
