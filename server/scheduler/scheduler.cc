@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <set>
@@ -58,13 +59,25 @@ struct Queued {
 };
 using QueueList = std::list<Queued>;
 
-// Requests batch together only when every input has the same dims after the batch dimension.
-bool SameSampleShape(const InferenceRequest& a, const InferenceRequest& b) {
+// What a worker thread owns: its instance and scratch space reused from batch to batch.
+struct Worker {
+  ExecutorInstance* instance = nullptr;
+  std::vector<const InferenceRequest*> requests;
+  std::vector<std::int32_t> sequence_lengths;
+};
+
+// Requests batch together only when every input has the same dims after the batch dimension
+// (after the sequence dimension when sequences are packed).
+bool SameSampleShape(const InferenceRequest& a, const InferenceRequest& b, BatchLayout layout) {
   if (a.inputs.size() != b.inputs.size()) return false;
+  const std::size_t free_dims = layout == BatchLayout::kPackedSequences ? 2 : 1;
   for (std::size_t i = 0; i < a.inputs.size(); ++i) {
     const auto& x = a.inputs[i].shape;
     const auto& y = b.inputs[i].shape;
-    if (x.size() != y.size() || !std::equal(x.begin() + 1, x.end(), y.begin() + 1)) return false;
+    if (x.size() != y.size() || x.size() < free_dims ||
+        !std::equal(x.begin() + free_dims, x.end(), y.begin() + free_dims)) {
+      return false;
+    }
   }
   return true;
 }
@@ -79,6 +92,10 @@ Status ValidateOptions(const SchedulerOptions& options) {
                              std::to_string(options.max_batch_size) + "]");
     }
   }
+  if (options.packed_sequences && options.max_batch_size == 0) {
+    return InvalidArgument("scheduler: packed sequences need a batch dimension");
+  }
+  if (options.max_batch_tokens < 0) return InvalidArgument("scheduler: max_batch_tokens is negative");
   if (options.priority_levels > 0 && (options.default_priority_level < 1 ||
                                       options.default_priority_level > options.priority_levels)) {
     return InvalidArgument("scheduler: default_priority_level " +
@@ -88,8 +105,28 @@ Status ValidateOptions(const SchedulerOptions& options) {
   return Status::Ok();
 }
 
+// With packed sequences: every input has a sequence dim, the same in all, and the request's
+// tokens fit one batch.
+Status ValidateSequences(const InferenceRequest& request, std::int64_t max_batch_tokens) {
+  const std::int64_t seq = request.inputs[0].shape.size() >= 2 ? request.inputs[0].shape[1] : 0;
+  for (const RequestInput& input : request.inputs) {
+    if (input.shape.size() < 2 || input.shape[1] != seq || seq < 1 ||
+        seq > std::numeric_limits<std::int32_t>::max()) {
+      return InvalidArgument("every input of a token model must be [batch, seq, ...] with the "
+                             "same seq >= 1");
+    }
+  }
+  if (max_batch_tokens > 0 && request.batch_size * seq > max_batch_tokens) {
+    return InvalidArgument(std::to_string(request.batch_size * seq) +
+                           " tokens exceed the model's max tokens per batch " +
+                           std::to_string(max_batch_tokens));
+  }
+  return Status::Ok();
+}
+
 // Checks what the batcher relies on; the service has validated names, types and sizes.
-Status ValidateRequest(InferenceRequest* request, int max_batch_size) {
+Status ValidateRequest(InferenceRequest* request, const SchedulerOptions& options) {
+  const int max_batch_size = options.max_batch_size;
   if (request == nullptr) return InvalidArgument("no request");
   if (!request->on_complete) return InvalidArgument("request has no completion callback");
   if (request->inputs.empty()) return InvalidArgument("request has no inputs");
@@ -108,6 +145,7 @@ Status ValidateRequest(InferenceRequest* request, int max_batch_size) {
                              std::to_string(request->batch_size));
     }
   }
+  if (options.packed_sequences) return ValidateSequences(*request, options.max_batch_tokens);
   return Status::Ok();
 }
 
@@ -117,7 +155,7 @@ struct Scheduler::Impl {
   SchedulerOptions options;
   std::vector<std::unique_ptr<ExecutorInstance>> instances;
   ModelStats* stats = nullptr;
-  bool has_batch_dim = false;
+  BatchLayout layout = BatchLayout::kWhole;
   bool batching = false;            // dynamic batching over a batch dimension
   std::int64_t max_preferred = 1;   // the largest preferred size, else max_batch_size
   std::chrono::nanoseconds max_queue_delay{0};
@@ -241,6 +279,7 @@ struct Scheduler::Impl {
     if (!batching) return 1;
     std::size_t count = 0;
     std::int64_t samples = 0;
+    std::int64_t tokens = 0;  // rows the executor sees: samples, or tokens when packed
     std::size_t best_count = 0;  // a preferred size, or the most that fits the largest one
     TimePoint oldest = TimePoint::max();
     bool send_now = draining;
@@ -254,11 +293,14 @@ struct Scheduler::Impl {
         } else {
           if (samples + size > max_preferred && best_count == 0) best_count = count;
           full = samples + size > options.max_batch_size ||
-                 !SameSampleShape(*first, *entry->request);
+                 !SameSampleShape(*first, *entry->request, layout) ||
+                 (options.max_batch_tokens > 0 &&
+                  tokens + RowsOf(*entry->request, layout) > options.max_batch_tokens);
           if (full) break;
         }
         ++count;
         samples += size;
+        tokens += RowsOf(*entry->request, layout);
         oldest = std::min(oldest, entry->enqueued);
         if (std::find(options.preferred_batch_sizes.begin(), options.preferred_batch_sizes.end(),
                       samples) != options.preferred_batch_sizes.end()) {
@@ -300,6 +342,7 @@ struct Scheduler::Impl {
   }
 
   void WorkerLoop(ExecutorInstance& instance) {
+    Worker worker{&instance, {}, {}};
     while (true) {
       QueueList batch;
       bool more = false;
@@ -311,11 +354,11 @@ struct Scheduler::Impl {
       }
       // Another idle worker may form the next batch while this one executes.
       if (more) work_cv.notify_one();
-      RunBatch(instance, batch);
+      RunBatch(worker, batch);
     }
   }
 
-  void RunBatch(ExecutorInstance& instance, QueueList& batch) {
+  void RunBatch(Worker& worker, QueueList& batch) {
     const TimePoint start = Clock::now();
     QueueList expired;
     for (auto it = batch.begin(); it != batch.end();) {
@@ -326,23 +369,23 @@ struct Scheduler::Impl {
     Fail(expired, DeadlineExceeded("request timed out in the queue"));
     if (batch.empty()) return;
 
-    std::vector<const InferenceRequest*> requests;
-    requests.reserve(batch.size());
+    std::vector<const InferenceRequest*>& requests = worker.requests;
+    requests.clear();
     std::int64_t samples = 0;
     for (const Queued& entry : batch) {
       requests.push_back(entry.request.get());
       samples += entry.request->batch_size;
     }
     ExecuteTimings timings;
-    Status status = Execute(instance, requests, &timings);
+    Status status = Execute(worker, &timings);
     Result<std::vector<std::vector<OutputSlice>>> slices =
-        status.ok() ? SliceOutputs(instance, requests, options.output_types.size(), has_batch_dim)
+        status.ok() ? SliceOutputs(*worker.instance, requests, options.output_types.size(), layout)
                     : Result<std::vector<std::vector<OutputSlice>>>(status);
     if (!slices.ok()) {
       Fail(batch, slices.status());
       return;
     }
-    stats->RecordBatch(has_batch_dim ? samples : 1, timings);
+    stats->RecordBatch(layout == BatchLayout::kWhole ? 1 : samples, timings);
     const TimePoint done = Clock::now();
     std::size_t index = 0;
     for (Queued& entry : batch) {
@@ -358,15 +401,15 @@ struct Scheduler::Impl {
 
   // Stages the inputs (counted as input time) and runs the batch. Executor failures become
   // INTERNAL, except INVALID_ARGUMENT (a batch larger than the instance was sized for).
-  Status Execute(ExecutorInstance& instance, std::span<const InferenceRequest* const> requests,
-                 ExecuteTimings* timings) {
+  Status Execute(Worker& worker, ExecuteTimings* timings) {
     const TimePoint staging = Clock::now();
-    Result<BatchShape> shape = StageInputs(instance, requests, has_batch_dim);
+    Result<BatchShape> shape =
+        StageInputs(*worker.instance, worker.requests, layout, &worker.sequence_lengths);
     const std::uint64_t staging_ns = NanosBetween(staging, Clock::now());
-    Status status = shape.ok() ? instance.Execute(shape.value(), timings) : shape.status();
+    Status status = shape.ok() ? worker.instance->Execute(shape.value(), timings) : shape.status();
     timings->input_ns += staging_ns;
     if (status.ok() || status.code() == StatusCode::kInvalidArgument) return status;
-    return Internal("executing a batch of " + std::to_string(requests.size()) +
+    return Internal("executing a batch of " + std::to_string(worker.requests.size()) +
                     " requests: " + status.message());
   }
 
@@ -407,8 +450,10 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(
     if (instance == nullptr) return InvalidArgument("scheduler: a null executor instance");
   }
   auto impl = std::make_unique<Impl>();
-  impl->has_batch_dim = options.max_batch_size > 0;
-  impl->batching = impl->has_batch_dim && options.dynamic_batching;
+  impl->layout = options.max_batch_size == 0 ? BatchLayout::kWhole
+                 : options.packed_sequences  ? BatchLayout::kPackedSequences
+                                             : BatchLayout::kRows;
+  impl->batching = options.max_batch_size > 0 && options.dynamic_batching;
   impl->max_preferred = options.max_batch_size;
   if (!options.preferred_batch_sizes.empty()) {
     impl->max_preferred = *std::max_element(options.preferred_batch_sizes.begin(),
@@ -445,7 +490,7 @@ Scheduler::~Scheduler() {
 Result<std::uint64_t> Scheduler::Enqueue(std::unique_ptr<InferenceRequest> request) {
   Impl& s = *impl_;
   const TimePoint arrival = request != nullptr ? request->arrival : Clock::now();
-  Status status = ValidateRequest(request.get(), s.options.max_batch_size);
+  Status status = ValidateRequest(request.get(), s.options);
   bool earliest_expiry = false;
   Result<std::uint64_t> id = status;
   if (status.ok()) {

@@ -71,6 +71,15 @@ struct SchedulerOptions {
   };
   QueuePolicy default_policy;
   std::map<std::uint32_t, QueuePolicy> priority_policies;  // by level; others use default_policy
+  // Token models on the fused plan path (a plan whose input is InputKind::kTokens): every input
+  // is [batch, seq, ...]; requests of different sequence lengths batch together, packed back to
+  // back without padding; the executor gets one sequence length per sample and returns outputs
+  // as [total tokens, ...], which reach each request as [batch, seq, ...].
+  bool packed_sequences = false;
+  // With packed_sequences: the most tokens one batch may hold (what an instance was sized for,
+  // the GPU executor's max_tokens); 0: no limit beyond max_batch_size. A longer request is
+  // INVALID_ARGUMENT.
+  std::int64_t max_batch_tokens = 0;
   // One entry per model output, config order: the scheduler slices this many outputs.
   std::vector<DataType> output_types;
 };
@@ -82,7 +91,8 @@ class Scheduler {
  public:
   // Fails with INVALID_ARGUMENT on inconsistent options (no instances or outputs, a null
   // instance or stats, default_priority_level outside [1, priority_levels], preferred sizes
-  // outside [1, max_batch_size]). `stats` must outlive the scheduler.
+  // outside [1, max_batch_size], packed_sequences without a batch dimension). `stats` must
+  // outlive the scheduler.
   static Result<std::unique_ptr<Scheduler>> Create(
       SchedulerOptions options, std::vector<std::unique_ptr<ExecutorInstance>> instances,
       ModelStats* stats);
@@ -96,7 +106,8 @@ class Scheduler {
 
   // Never blocks on execution. Accepted: returns a request id and on_complete will be called
   // exactly once. Rejected at once (batch size < 1 or larger than max_batch_size, an input whose
-  // first dim is not batch_size, no inputs or no on_complete: INVALID_ARGUMENT; queue full:
+  // first dim is not batch_size, no inputs or no on_complete, with packed_sequences a missing or
+  // unequal sequence dim or more than max_batch_tokens tokens: INVALID_ARGUMENT; queue full:
   // RESOURCE_EXHAUSTED; draining: UNAVAILABLE): returns the error, records the failure in stats,
   // and on_complete is NOT called. A priority of 0 or above priority_levels means the default
   // level, as in Triton.

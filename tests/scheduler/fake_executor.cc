@@ -44,9 +44,9 @@ std::vector<ExecutedBatch> FakeBackend::batches() const {
   return batches_;
 }
 
-FakeInstance::FakeInstance(FakeBackend* backend, std::size_t capacity_floats, bool has_batch_dim)
+FakeInstance::FakeInstance(FakeBackend* backend, std::size_t capacity_floats, BatchLayout layout)
     : backend_(backend),
-      has_batch_dim_(has_batch_dim),
+      layout_(layout),
       input_(capacity_floats),
       doubled_(capacity_floats),
       sums_(capacity_floats) {}
@@ -58,6 +58,7 @@ Result<std::span<std::byte>> FakeInstance::InputBuffer(std::size_t index, std::s
                            std::to_string(input_.size() * sizeof(float)));
   }
   std::fill(input_.begin(), input_.end(), std::numeric_limits<float>::quiet_NaN());
+  staged_floats_ = bytes / sizeof(float);
   return std::as_writable_bytes(std::span<float>(input_));
 }
 
@@ -79,23 +80,36 @@ Status FakeInstance::Execute(const BatchShape& shape, ExecuteTimings* timings) {
     latency = backend_->latency_;
     wrong_rows_ = backend_->wrong_output_rows_;
   }
-  if (shape.input_dims.size() != 1) return InvalidArgument("the fake has one input");
-  const std::vector<std::int64_t>& dims = shape.input_dims[0];
-  if (has_batch_dim_) {
-    if (dims.size() != 1) return InvalidArgument("the fake takes [batch, width]");
-    rows_ = shape.batch_size;
-    width_ = dims[0];
+  if (layout_ == BatchLayout::kPackedSequences) {
+    if (!shape.input_dims.empty() ||
+        shape.sequence_lengths.size() != static_cast<std::size_t>(shape.batch_size)) {
+      return InvalidArgument("packed sequences come as one length per sequence, no dims");
+    }
+    rows_ = 0;
+    for (std::int32_t length : shape.sequence_lengths) rows_ += length;
+    width_ = rows_ > 0 ? static_cast<std::int64_t>(staged_floats_) / rows_ : 0;
   } else {
-    if (dims.size() != 2 || shape.batch_size != 1) return InvalidArgument("the fake takes [rows, width]");
-    rows_ = dims[0];
-    width_ = dims[1];
+    if (shape.input_dims.size() != 1 || !shape.sequence_lengths.empty()) {
+      return InvalidArgument("the fake has one input of rows");
+    }
+    const std::vector<std::int64_t>& dims = shape.input_dims[0];
+    const bool whole = layout_ == BatchLayout::kWhole;
+    if (dims.size() != (whole ? 2u : 1u) || (whole && shape.batch_size != 1)) {
+      return InvalidArgument("the fake takes [batch, width], or [rows, width] whole");
+    }
+    rows_ = whole ? dims[0] : shape.batch_size;
+    width_ = dims.back();
   }
-  if (static_cast<std::size_t>(rows_ * width_) > input_.size()) return InvalidArgument("too large");
+  if (static_cast<std::size_t>(rows_ * width_) != staged_floats_) {
+    return InvalidArgument("staged " + std::to_string(staged_floats_) + " floats for " +
+                           std::to_string(rows_) + " rows of " + std::to_string(width_));
+  }
 
   // Simulated compute time: what a test of the delay bound or of overlap needs a batch to take.
   if (latency.count() > 0) std::this_thread::sleep_for(latency);
 
-  ExecutedBatch record{shape.batch_size, shape.input_dims, {}};
+  ExecutedBatch record{shape.batch_size, shape.input_dims,
+                      {shape.sequence_lengths.begin(), shape.sequence_lengths.end()}, {}};
   std::fill(doubled_.begin(), doubled_.end(), std::numeric_limits<float>::quiet_NaN());
   std::fill(sums_.begin(), sums_.end(), std::numeric_limits<float>::quiet_NaN());
   for (std::int64_t r = 0; r < rows_; ++r) {

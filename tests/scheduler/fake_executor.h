@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "executor/executor.h"
+#include "scheduler/batch_data.h"
 
 namespace ltserve::testing {
 
 struct ExecutedBatch {
   std::int64_t batch_size = 0;
   std::vector<std::vector<std::int64_t>> input_dims;
+  std::vector<std::int32_t> sequence_lengths;
   std::vector<float> first_values;  // column 0 of every row, in buffer order
 };
 
@@ -58,9 +60,10 @@ class FakeBackend {
 
 class FakeInstance : public ExecutorInstance {
  public:
-  // Staging and output buffers hold `capacity_floats` floats; `has_batch_dim` says whether
-  // BatchShape::input_dims omit the batch dimension (max_batch_size > 0) or are full shapes.
-  FakeInstance(FakeBackend* backend, std::size_t capacity_floats, bool has_batch_dim);
+  // Staging and output buffers hold `capacity_floats` floats. `layout` says how to read a
+  // BatchShape: full shapes, [batch] + input_dims, or packed sequences (whose width is what
+  // was staged divided by the tokens).
+  FakeInstance(FakeBackend* backend, std::size_t capacity_floats, BatchLayout layout);
 
   Result<std::span<std::byte>> InputBuffer(std::size_t index, std::size_t bytes) override;
   Status Execute(const BatchShape& shape, ExecuteTimings* timings) override;
@@ -69,7 +72,8 @@ class FakeInstance : public ExecutorInstance {
 
  private:
   FakeBackend* const backend_;
-  const bool has_batch_dim_;
+  const BatchLayout layout_;
+  std::size_t staged_floats_ = 0;
   std::vector<float> input_;
   std::vector<float> doubled_;
   std::vector<float> sums_;

@@ -39,9 +39,11 @@ SchedulerOptions NoBatchingOptions(int max_batch_size) {
 Harness::Harness(SchedulerOptions scheduler_options, int instances, std::size_t capacity_floats)
     : options(std::move(scheduler_options)), rng_(std::random_device{}()) {
   std::vector<std::unique_ptr<ExecutorInstance>> fakes;
+  const BatchLayout layout = options.max_batch_size == 0 ? BatchLayout::kWhole
+                            : options.packed_sequences  ? BatchLayout::kPackedSequences
+                                                        : BatchLayout::kRows;
   for (int i = 0; i < instances; ++i) {
-    fakes.push_back(
-        std::make_unique<FakeInstance>(&backend, capacity_floats, options.max_batch_size > 0));
+    fakes.push_back(std::make_unique<FakeInstance>(&backend, capacity_floats, layout));
   }
   auto created = Scheduler::Create(options, std::move(fakes), &stats);
   if (!created.ok()) {
@@ -53,10 +55,22 @@ Harness::Harness(SchedulerOptions scheduler_options, int instances, std::size_t 
 
 std::shared_ptr<Call> Harness::Send(std::int64_t rows, std::int64_t width,
                                     const std::function<void(InferenceRequest&)>& adjust) {
+  return SendShape({rows, width}, adjust);
+}
+
+std::shared_ptr<Call> Harness::SendSequences(std::int64_t batch, std::int64_t seq,
+                                             std::int64_t width) {
+  return SendShape({batch, seq, width}, {});
+}
+
+std::shared_ptr<Call> Harness::SendShape(std::vector<std::int64_t> shape,
+                                         const std::function<void(InferenceRequest&)>& adjust) {
   auto call = std::make_shared<Call>();
-  call->rows = rows;
-  call->width = width;
-  call->input.resize(static_cast<std::size_t>(std::max<std::int64_t>(rows, 0) * width));
+  call->shape = shape;
+  call->width = shape.back();
+  call->rows = 1;
+  for (std::size_t d = 0; d + 1 < shape.size(); ++d) call->rows *= std::max<std::int64_t>(shape[d], 0);
+  call->input.resize(static_cast<std::size_t>(call->rows * call->width));
   {
     std::lock_guard lock(rng_mutex_);
     std::uniform_real_distribution<float> value(-100.0f, 100.0f);
@@ -64,8 +78,8 @@ std::shared_ptr<Call> Harness::Send(std::int64_t rows, std::int64_t width,
   }
   auto request = std::make_unique<InferenceRequest>();
   request->inputs.push_back(RequestInput{std::as_bytes(std::span<const float>(call->input)),
-                                         {rows, width}});
-  request->batch_size = options.max_batch_size > 0 ? rows : 1;
+                                         shape});
+  request->batch_size = options.max_batch_size > 0 ? shape.front() : 1;
   request->keep_alive = call;
   Call* raw = call.get();
   request->on_complete = [raw](const Status& status, std::span<const OutputSlice> outputs) {
@@ -96,8 +110,10 @@ void ExpectOwnOutputs(const Call& call, const Outcome& outcome) {
   ASSERT_TRUE(outcome.status.ok()) << outcome.status.ToString();
   EXPECT_EQ(call.completions.load(), 1);
   ASSERT_EQ(outcome.outputs.size(), 2u);
-  EXPECT_EQ(outcome.shapes[0], (std::vector<std::int64_t>{call.rows, call.width}));
-  EXPECT_EQ(outcome.shapes[1], (std::vector<std::int64_t>{call.rows, 1}));
+  std::vector<std::int64_t> sum_shape = call.shape;
+  sum_shape.back() = 1;
+  EXPECT_EQ(outcome.shapes[0], call.shape);
+  EXPECT_EQ(outcome.shapes[1], sum_shape);
   ASSERT_EQ(outcome.outputs[0].size(), call.input.size());
   ASSERT_EQ(outcome.outputs[1].size(), static_cast<std::size_t>(call.rows));
   // Reference in double; the fake computes 2x + 1 in float (one rounding: 1 ulp of |y| <= 201)

@@ -38,7 +38,8 @@ struct Outcome {
 
 struct Call {
   std::vector<float> input;
-  std::int64_t rows = 0;
+  std::vector<std::int64_t> shape;  // as sent
+  std::int64_t rows = 0;            // rows of `width` values in `input`
   std::int64_t width = 0;
   Clock::time_point sent;
   Result<std::uint64_t> id = Internal("not sent");
@@ -76,6 +77,9 @@ class Harness {
   // batch dimension); `adjust` may set priority, timeouts or break the request on purpose.
   std::shared_ptr<Call> Send(std::int64_t rows, std::int64_t width = kWidth,
                              const std::function<void(InferenceRequest&)>& adjust = {});
+  // For packed_sequences: `batch` sequences of `seq` tokens, shape [batch, seq, width].
+  std::shared_ptr<Call> SendSequences(std::int64_t batch, std::int64_t seq,
+                                      std::int64_t width = kWidth);
 
   // Holds the fake executor and sends a request that occupies an instance; returns once that
   // request is inside Execute, so what is sent next queues up behind it.
@@ -89,6 +93,9 @@ class Harness {
   SchedulerOptions options;
 
  private:
+  std::shared_ptr<Call> SendShape(std::vector<std::int64_t> shape,
+                                  const std::function<void(InferenceRequest&)>& adjust);
+
   std::unique_ptr<Scheduler> scheduler_;
   std::mutex rng_mutex_;
   std::mt19937 rng_;

@@ -245,7 +245,9 @@ TEST(Lifecycle, CreateRejectsInconsistentOptions) {
   auto create = [&](SchedulerOptions options, int instances, ModelStats* s) {
     FakeBackend backend;
     std::vector<std::unique_ptr<ExecutorInstance>> fakes;
-    for (int i = 0; i < instances; ++i) fakes.push_back(std::make_unique<FakeInstance>(&backend, 16, true));
+    for (int i = 0; i < instances; ++i) {
+      fakes.push_back(std::make_unique<FakeInstance>(&backend, 16, BatchLayout::kRows));
+    }
     return Scheduler::Create(std::move(options), std::move(fakes), s).status().code();
   };
   const SchedulerOptions good = BatchingOptions(4, 0us, {2, 4});
@@ -261,6 +263,9 @@ TEST(Lifecycle, CreateRejectsInconsistentOptions) {
   bad_default.priority_levels = 2;
   bad_default.default_priority_level = 3;
   EXPECT_EQ(create(bad_default, 1, &stats), StatusCode::kInvalidArgument);
+  SchedulerOptions packed_without_batch = BatchingOptions(0, 0us);
+  packed_without_batch.packed_sequences = true;
+  EXPECT_EQ(create(packed_without_batch, 1, &stats), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
