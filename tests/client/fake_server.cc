@@ -221,13 +221,14 @@ class FakeInferenceServer::Health final : public grpc::health::v1::Health::Servi
 
 FakeInferenceServer::FakeInferenceServer() = default;
 
-std::unique_ptr<FakeInferenceServer> FakeInferenceServer::Start() {
+std::unique_ptr<FakeInferenceServer> FakeInferenceServer::Start(
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<FakeInferenceServer> fake(new FakeInferenceServer());
   fake->state_ = std::make_shared<State>();
   fake->service_ = std::make_unique<Service>(fake->state_);
   fake->health_ = std::make_unique<Health>(fake->state_);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &fake->port_);
+  builder.AddListeningPort("127.0.0.1:0", std::move(credentials), &fake->port_);
   builder.RegisterService(fake->service_.get());
   builder.RegisterService(fake->health_.get());
   fake->server_ = builder.BuildAndStart();

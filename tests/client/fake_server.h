@@ -31,8 +31,9 @@ inline constexpr std::chrono::seconds kSlowModelCap{10};
 
 class FakeInferenceServer {
  public:
-  // Binds 127.0.0.1 on a free port.
-  static std::unique_ptr<FakeInferenceServer> Start();
+  // Binds 127.0.0.1 on a free port; plaintext unless credentials are given.
+  static std::unique_ptr<FakeInferenceServer> Start(
+      std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials());
   ~FakeInferenceServer();
 
   int port() const { return port_; }
