@@ -612,3 +612,12 @@ def test_every_queried_metric_exists_in_a_real_scrape(ltserve_server, pb):
                 problems.append(f"{where}: labels {sorted(missing)} not on {sorted(raw)}")
     print(f"checked {len(checked)} metric names against the scrape")
     assert not problems, "\n".join(problems)
+
+
+def test_deployment_guide_names_only_existing_files():
+    guide = (ROOT / "docs" / "deployment.md").read_text()
+    paths = set(re.findall(r"\b((?:deploy|scripts|models|docs)/[\w./-]*\w)", guide))
+    assert len(paths) >= 10
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert not missing, missing
+    assert f"kubectl apply -k {RENDERINGS['gpu'].relative_to(ROOT)}" in guide
