@@ -187,8 +187,8 @@ struct Scheduler::Impl {
     return priority - 1;
   }
 
-  // Triton's rule: a request's own timeout may only shorten the queue policy's default,
-  // unless the policy allows overriding it.
+  // A request's own timeout counts only where the policy allows overriding its default (or has
+  // none), and only ever brings the expiry earlier.
   static TimePoint ExpiryFor(const InferenceRequest& request,
                              const SchedulerOptions::QueuePolicy& policy) {
     TimePoint expiry = request.deadline;

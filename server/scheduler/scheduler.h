@@ -36,9 +36,10 @@ struct OutputSlice {
   std::vector<std::int64_t> shape;
 };
 
-// Called exactly once per accepted request, from a scheduler thread; `outputs` (config order)
-// are valid only during the call (the gRPC layer copies them into the response). On failure
-// `outputs` is empty.
+// Called exactly once per accepted request: from a worker thread, or inline from Cancel, Drain or
+// the destructor (never from Enqueue). `outputs` (config order) are valid only during the call
+// (the gRPC layer copies them into the response); on failure `outputs` is empty. It must not
+// throw, and must not destroy the Scheduler.
 using CompletionFn = std::function<void(const Status& status, std::span<const OutputSlice> outputs)>;
 
 struct InferenceRequest {
