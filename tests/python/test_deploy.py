@@ -621,3 +621,30 @@ def test_deployment_guide_names_only_existing_files():
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     assert not missing, missing
     assert f"kubectl apply -k {RENDERINGS['gpu'].relative_to(ROOT)}" in guide
+
+
+def test_every_queried_metric_is_in_the_documented_contract():
+    """The offline half of the scrape check: names against docs/architecture.md's table."""
+    recorded = {r["record"] for g in rule_groups() for r in g["rules"] if "record" in r}
+    contract = contract_metrics()
+    unknown = set()
+    for names in queried_metrics().values():
+        for name in names:
+            family = re.sub(r"_(bucket|sum|count)$", "", name)
+            if not (name in recorded or name in deploy_promql.SYNTHETIC_METRICS or family in contract):
+                unknown.add(name)
+    assert not unknown, sorted(unknown)
+
+
+def test_promql_reader_separates_metrics_from_labels_and_strings():
+    expr = ('sum by (model, le) (rate(ltserve_queue_duration_seconds_bucket{reason!~"ltserve_x", '
+            'pod=~"<<.LabelMatchers>>"}[5m])) / on (model) group_left sum(up{job="ltserve-metrics"}) '
+            '+ ns:ltserve_request_errors:ratio_rate5m')
+    assert deploy_promql.metric_names(expr) == {
+        "ltserve_queue_duration_seconds_bucket", "up", "ns:ltserve_request_errors:ratio_rate5m"}
+    assert deploy_promql.label_names(expr) == {"model", "le", "reason", "pod", "job"}
+    samples, types = deploy_promql.parse_exposition(
+        '# TYPE ltserve_batch_size histogram\nltserve_batch_size_bucket{model="a",le="+Inf"} 3\n'
+        'ltserve_build_info{version="0.1.0",cuda="13.0"} 1\n')
+    assert samples == {"ltserve_batch_size_bucket": {"model", "le"}, "ltserve_build_info": {"version", "cuda"}}
+    assert types == {"ltserve_batch_size": "histogram"}
