@@ -39,6 +39,23 @@ class ModuleListChain(nn.Module):
         return x
 
 
+class FunctionalLinear(nn.Module):
+    """A linear layer written with addmm or matmul + add, as older exports and hand-written
+    modules have it: lowers to the same LinearOp as nn.Linear."""
+
+    def __init__(self, in_features, out_features, style):
+        super().__init__()
+        reference = nn.Linear(in_features, out_features)
+        self.weight = nn.Parameter(reference.weight.detach().clone())
+        self.bias = nn.Parameter(reference.bias.detach().clone())
+        self.style = style
+
+    def forward(self, x):
+        if self.style == "addmm":
+            return torch.addmm(self.bias, x, self.weight.t())
+        return x @ self.weight.t() + self.bias
+
+
 class CumsumModel(nn.Module):
     """Uses an op the lowering does not know (cumsum): must fall back to TorchScript."""
 
@@ -161,6 +178,11 @@ def chain_models():
         "combo": (lambda: nn.Sequential(nn.Flatten(), nn.LayerNorm(ODD_IN), nn.Linear(ODD_IN, 64),
                                         nn.GELU(), nn.Linear(64, 33), nn.SiLU(), nn.Tanh(),
                                         nn.Linear(33, 8), nn.GELU(approximate="tanh")), [ODD_IN]),
+        "addmm": (lambda: nn.Sequential(FunctionalLinear(ODD_IN, 19, "addmm"), nn.ReLU(),
+                                        FunctionalLinear(19, 3, "addmm")), [ODD_IN]),
+        "matmul_add": (lambda: nn.Sequential(FunctionalLinear(ODD_IN, 19, "matmul"),
+                                             nn.GELU(approximate="tanh"),
+                                             FunctionalLinear(19, 3, "matmul")), [ODD_IN]),
         "modulelist": (lambda: ModuleListChain([nn.Linear(ODD_IN, 21), nn.ReLU(), nn.Linear(21, 21),
                                                 nn.GELU(), nn.Linear(21, 2)]), [ODD_IN]),
     }

@@ -17,7 +17,8 @@ const std::vector<ChainModel>& ChainModels() {
       {"sigmoid", {kOddIn}, {kOddIn}},  {"layernorm", {kOddIn}, {9}},
       {"flatten", {3, kOddIn}, {4}},    {"noops", {kOddIn}, {6}},
       {"leading_act", {kOddIn}, {13}},  {"combo", {kOddIn}, {8}},
-      {"modulelist", {kOddIn}, {2}},
+      {"modulelist", {kOddIn}, {2}},   {"addmm", {kOddIn}, {3}},
+      {"matmul_add", {kOddIn}, {3}},
   };
   return models;
 }

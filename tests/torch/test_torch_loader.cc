@@ -65,6 +65,8 @@ const std::map<std::string, std::vector<std::string>>& ExpectedOps() {
        {"layernorm 37 affine", "linear 37->64 bias gelu", "linear 64->33 bias", "silu", "tanh",
         "linear 33->8 bias gelu_tanh"}},
       {"modulelist", {"linear 37->21 bias relu", "linear 21->21 bias gelu", "linear 21->2 bias"}},
+      {"addmm", {"linear 37->19 bias relu", "linear 19->3 bias"}},
+      {"matmul_add", {"linear 37->19 bias gelu_tanh", "linear 19->3 bias"}},
   };
   return expected;
 }
