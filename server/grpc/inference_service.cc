@@ -243,10 +243,10 @@ grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
     grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
     inference::ModelStatisticsResponse* response) {
-  if (!request->name().empty()) {
-    auto repository = Repository();
+  auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
-  auto found = (*repository)->Find(request->name(), request->version());
+  if (!request->name().empty()) {
+    auto found = (*repository)->Find(request->name(), request->version());
     if (!found.ok()) return FinishNow(context, found.status());
     FillStatistics(**found, response->add_model_stats());
     return FinishNow(context, Status::Ok());
