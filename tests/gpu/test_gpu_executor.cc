@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <thread>
 
@@ -221,6 +222,9 @@ double RelativeError(const std::vector<float>& out, const std::vector<double>& r
 struct Case {
   std::string precision;
   DataType io;
+  friend void PrintTo(const Case& c, std::ostream* out) {
+    *out << c.precision << " with " << WireName(c.io) << " I/O";
+  }
 };
 
 class PrecisionTest : public ::testing::TestWithParam<Case> {};
