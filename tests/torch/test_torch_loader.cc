@@ -134,6 +134,21 @@ INSTANTIATE_TEST_SUITE_P(
     AllTypes, ChainLoweringTest, ::testing::ValuesIn(AllChainModels()),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+TEST(TorchLoaderTest, DemoModelsLowerWithFusedRelu) {
+  ModelSpec demo = MakeSpec("demo/demo_mlp", {128}, {10});
+  LoadedModel loaded = LoadOk(demo);
+  ASSERT_NE(loaded.plan, nullptr) << loaded.lowering_report;
+  EXPECT_EQ(OpSequence(*loaded.plan),
+            (std::vector<std::string>{"linear 128->512 bias relu", "linear 512->512 bias relu",
+                                      "linear 512->10 bias"}));
+  ExpectWeightsAreModuleParameters(*loaded.plan, "demo/demo_mlp");
+
+  loaded = LoadOk(MakeSpec("demo/tiny_mlp", {16}, {4}, DataType::kFp32, 256));
+  ASSERT_NE(loaded.plan, nullptr) << loaded.lowering_report;
+  EXPECT_EQ(OpSequence(*loaded.plan),
+            (std::vector<std::string>{"linear 16->32 bias relu", "linear 32->4 bias"}));
+}
+
 TEST(TorchLoaderTest, ReducedPrecisionModulesLowerToFp32Weights) {
   for (auto [name, dtype] : {std::pair{"fp16_io", DataType::kFp16}, {"bf16_io", DataType::kBf16}}) {
     SCOPED_TRACE(name);
