@@ -157,13 +157,27 @@ Result<LevelResult> LoadRunner::Measure(const std::shared_ptr<Session>& session,
     return now;
   };
 
+  // Servers without the statistics extension still get measured, without the breakdown.
+  auto fetch_stats = [&]() -> Result<inference::ModelStatisticsResponse> {
+    auto stats = client_.ModelStatistics(model_);
+    if (!stats.ok() && stats.status().code() == StatusCode::kUnimplemented) {
+      return inference::ModelStatisticsResponse();
+    }
+    return stats;
+  };
+
   start(session);
   // Warm-up and windows are fixed spans of time by definition: sleeping through them is the
   // measurement, the completions arrive on gRPC's threads meanwhile.
   std::this_thread::sleep_for(options_.warmup);
   Window discard;
   auto began = take(discard, Clock::now());
-  LTSERVE_ASSIGN_OR_RETURN(auto stats, client_.ModelStatistics(model_));
+  auto first_stats = fetch_stats();
+  if (!first_stats.ok()) {
+    stop();
+    return first_stats.status();
+  }
+  auto stats = std::move(first_stats).value();
 
   std::deque<Window> recent;
   std::vector<double> throughputs;
@@ -174,7 +188,7 @@ Result<LevelResult> LoadRunner::Measure(const std::shared_ptr<Session>& session,
     Window w;
     began = take(w, began);
     w.stats_before = std::move(stats);
-    auto after = client_.ModelStatistics(model_);
+    auto after = fetch_stats();
     if (!after.ok()) {
       stop();
       return after.status();

@@ -231,6 +231,11 @@ Result<InferResult> Client::Infer(const InferRequest& request, const CallOptions
 
 void Client::AsyncInfer(std::shared_ptr<const InferRequest> request, InferCallback done,
                         const CallOptions& call) {
+  if (!done) return;  // nobody would hear the outcome
+  if (!request) {
+    done(InvalidArgument("AsyncInfer needs a request"));
+    return;
+  }
   auto owned = std::make_unique<AsyncCall>();
   Prepare(call, owned->context);
   owned->request = std::move(request);

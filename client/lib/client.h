@@ -81,8 +81,8 @@ class Client {
   Result<HealthStatus> HealthCheck(const std::string& service = "", const CallOptions& call = {});
 
   Result<InferResult> Infer(const InferRequest& request, const CallOptions& call = {});
-  // done runs exactly once, on a gRPC thread. The request is shared, not copied, so one
-  // request may feed many concurrent calls.
+  // done runs exactly once, on a gRPC thread (on the caller's for a null request). The
+  // request is shared, not copied, so one request may feed many concurrent calls.
   void AsyncInfer(std::shared_ptr<const InferRequest> request, InferCallback done,
                   const CallOptions& call = {});
   std::future<Result<InferResult>> InferFuture(InferRequest request, const CallOptions& call = {});

@@ -185,6 +185,15 @@ TEST_F(ClientTest, AsyncCallbacksMatchTheirRequests) {
   EXPECT_EQ(server_->infer_calls(), kCalls);
 }
 
+TEST_F(ClientTest, AsyncWithoutRequestReportsInvalidArgument) {
+  std::promise<Status> outcome;
+  client_->AsyncInfer(nullptr, [&](Result<InferResult> result) { outcome.set_value(result.status()); });
+  auto future = outcome.get_future();
+  ASSERT_EQ(future.wait_for(kCallBound), std::future_status::ready);
+  EXPECT_EQ(future.get().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->in_flight(), 0u);
+}
+
 TEST_F(ClientTest, FutureCarriesErrors) {
   InferRequest request("absent");
   const std::vector<float> one = {1.0f};
