@@ -3,6 +3,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace ltserve::lowering {
@@ -16,8 +17,18 @@ std::string KindName(const Node& node) { return node.kind().toQualString(); }
 // Graph values carry the debug names TorchScript derived from the source ("input.5").
 std::string ValueName(const Value* value) { return "'" + value->debugName() + "'"; }
 
+// Where the op stands in the module's serialized code, when it kept it:
+// "code/__torch__.py:12" inside the model archive.
+std::string SourceLocation(const Node& node) {
+  std::optional<std::tuple<std::string, std::size_t, std::size_t>> location =
+      node.sourceRange().file_line_col();
+  if (!location) return "";
+  const auto& [file, line, column] = *location;
+  return " at " + file + ":" + std::to_string(line);
+}
+
 Status NotLowered(const Node& node, const std::string& why) {
-  return Unimplemented(KindName(node) + " (producing " + ValueName(node.output(0)) + "): " + why);
+  return Unimplemented(KindName(node) + SourceLocation(node) + ": " + why);
 }
 
 Result<c10::IValue> ConstantInput(const Node& node, std::size_t index) {

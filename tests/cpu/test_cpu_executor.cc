@@ -239,6 +239,25 @@ TEST(TorchScriptFallbackTest, ShapeErrorRaisedByTorchScriptIsInvalidArgument) {
   EXPECT_TRUE(executor.instance->Output(0).empty());
 }
 
+TEST(TorchScriptFallbackTest, VariableDimsComeFromTheBatchShape) {
+  const ModelSpec spec = MakeSpec("relu_trace", {-1}, {-1});
+  Executor executor = MakeExecutor(spec, Path::kTorchScript);
+  ASSERT_NE(executor.instance, nullptr);
+  std::mt19937 rng(testing::FreshSeed());
+  const at::Tensor input = testing::RandomInput(rng, 3, {testing::kOddIn}, at::kFloat);
+  testing::Stage(*executor.instance, 0, input);
+  BatchShape shape;
+  shape.batch_size = 3;
+  EXPECT_EQ(executor.instance->Execute(shape, nullptr).code(), StatusCode::kInvalidArgument);
+  shape.input_dims = {{testing::kOddIn}};
+  ASSERT_TRUE(executor.instance->Execute(shape, nullptr).ok());
+  EXPECT_EQ(executor.instance->OutputShape(0), (std::vector<std::int64_t>{3, testing::kOddIn}));
+  const at::Tensor reference = testing::ReferenceForward(spec.model_file, {input}).at(0);
+  EXPECT_LE(testing::MaxRelativeError(testing::OutputTensor(*executor.instance, 0, at::kFloat),
+                                      reference),
+            kFp32Tolerance);
+}
+
 TEST(ExecutorBoundsTest, BadBatchesAndBuffersAreInvalidArgument) {
   const ModelSpec spec = MakeSpec("relu_trace", {testing::kOddIn}, {testing::kOddIn});
   for (Path path : {Path::kCpu, Path::kTorchScript}) {
