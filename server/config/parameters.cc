@@ -28,14 +28,27 @@ struct KnownParameter {
   bool (*valid)(std::string_view value);
 };
 
-const std::array<KnownParameter, 8> kKnown{{
+const std::array<KnownParameter, 12> kKnown{{
     {"precision", "bf16, fp16, fp32 or tf32",
      [](std::string_view v) {
        return OneOf(v, {"bf16", "fp16", "fp32", "tf32"});
      }},
-    {"gelu_epilogue", "tanh or exact",
+    {"gelu_epilogue", "auto, tanh or exact",
      [](std::string_view v) {
-       return OneOf(v, {"tanh", "exact"});
+       return OneOf(v, {"auto", "tanh", "exact"});
+     }},
+    {"algo_candidates", "an integer > 0", PositiveInteger},
+    {"fuse_epilogues", "true or false",
+     [](std::string_view v) {
+       return OneOf(v, {"true", "false"});
+     }},
+    {"small_batch_kernel", "auto, always or off",
+     [](std::string_view v) {
+       return OneOf(v, {"auto", "always", "off"});
+     }},
+    {"gpu_device", "an integer >= 0",
+     [](std::string_view v) {
+       return v == "0" || PositiveInteger(v);
      }},
     {"cublaslt_workspace_bytes", "an integer > 0", PositiveInteger},
     {"algo_cache_file", "a file path (relative to the model directory)",

@@ -14,7 +14,7 @@
 //   small_batch_kernel        auto (default) | always | off: fused matrix-vector kernel for
 //                             buckets of <= 8 rows where it times faster than cuBLASLt
 //   fuse_epilogues            true (default) | false: matmul + separate kernel for every layer
-//   max_tokens                token models: rows an instance is sized for
+//   max_tokens_per_batch      token models: rows an instance is sized for
 //   gpu_device                CUDA device ordinal, default 0
 #pragma once
 

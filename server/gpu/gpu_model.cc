@@ -178,7 +178,7 @@ Result<ModelOptions> ParseModelOptions(const plan::Plan& plan, const ModelSpec& 
       per_sequence = spec.inputs[0].dims[0];
     }
     LTSERVE_ASSIGN_OR_RETURN(options.capacity_rows,
-                             IntParam(spec, "max_tokens", max_batch * per_sequence, 1));
+                             IntParam(spec, "max_tokens_per_batch", max_batch * per_sequence, 1));
   }
   return options;
 }

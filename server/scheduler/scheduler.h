@@ -78,7 +78,7 @@ struct SchedulerOptions {
   // as [total tokens, ...], which reach each request as [batch, seq, ...].
   bool packed_sequences = false;
   // With packed_sequences: the most tokens one batch may hold (what an instance was sized for,
-  // the GPU executor's max_tokens); 0: no limit beyond max_batch_size. A longer request is
+  // the GPU executor's max_tokens_per_batch); 0: no limit beyond max_batch_size. A longer request is
   // INVALID_ARGUMENT.
   std::int64_t max_batch_tokens = 0;
   // One entry per model output, config order: the scheduler slices this many outputs.

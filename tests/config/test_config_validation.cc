@@ -249,8 +249,9 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
       "parameters { key: \"precison\" value { string_value: \"bf16\" } }\n";
   ExpectInvalidAt(c, "parameters[precison]", "parameters { key: \"precison\"",
                   "unknown parameter; ltserve knows precision, gelu_epilogue, "
+                  "algo_candidates, fuse_epilogues, small_batch_kernel, gpu_device, "
                   "cublaslt_workspace_bytes, algo_cache_file, cuda_graphs, execution_path, "
-                  "max_sequence_length, max_tokens_per_batch");
+                  "max_sequence_length, max_tokens_per_batch (see");
 }
 
 TEST_F(ConfigValidation, RejectsBadParameterValues) {

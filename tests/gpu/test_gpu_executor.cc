@@ -457,7 +457,7 @@ TEST(GpuExecutor, RejectsBadParametersAndUnsupportedModels) {
   b.plan->SetInput(in, plan::InputKind::kTokens);
   b.plan->SetOutput(attn);
   ModelSpec tokens = Spec(*b.plan, "bf16", DataType::kFp32);
-  tokens.parameters["max_tokens"] = "256";
+  tokens.parameters["max_tokens_per_batch"] = "256";
   EXPECT_EQ(CreateGpuExecutorFactory(b.plan, tokens).status().code(), StatusCode::kUnimplemented);
 }
 
