@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "connection_flags.h"
+#include "input_flags.h"
 #include "load_runner.h"
 #include "model_inputs.h"
 #include "report.h"
@@ -79,25 +80,14 @@ int main(int argc, char** argv) {
   if (!metadata.ok()) return Fail(metadata.status());
   auto max_batch = FetchMaxBatchSize(**client, model, *metadata);
   if (!max_batch.ok()) return Fail(max_batch.status());
-  std::map<std::string, std::vector<std::int64_t>> shape_map;
-  for (const std::string& spec : shapes) {
-    const auto colon = spec.rfind(':');
-    if (colon == std::string::npos) return Fail(ltserve::InvalidArgument("--shape expects INPUT:d1,d2"));
-    auto& dims = shape_map[spec.substr(0, colon)];
-    std::stringstream items(spec.substr(colon + 1));
-    for (std::string item; std::getline(items, item, ',');) dims.push_back(std::stoll(item));
-  }
-  auto specs = ResolveInputs(*metadata, *max_batch, batch, shape_map);
+  auto shape_map = ParseShapeFlags(shapes);
+  if (!shape_map.ok()) return Fail(shape_map.status());
+  auto specs = ResolveInputs(*metadata, *max_batch, batch, *shape_map);
   if (!specs.ok()) return Fail(specs.status());
-  std::map<std::string, std::string> files;
-  for (const std::string& item : input_files) {
-    const auto eq = item.find('=');
-    if (eq != std::string::npos) files[item.substr(0, eq)] = item.substr(eq + 1);
-    else if (specs->size() == 1) files[specs->front().name] = item;
-    else return Fail(ltserve::InvalidArgument("name the input of '" + item + "' as INPUT=PATH"));
-  }
+  auto files = ParseInputFileFlags(input_files, *specs);
+  if (!files.ok()) return Fail(files.status());
   std::mt19937_64 rng(std::random_device{}());
-  auto request = BuildRequest(model, *specs, files, rng);
+  auto request = BuildRequest(model, *specs, *files, rng);
   if (!request.ok()) return Fail(request.status());
 
   LoadOptions options;

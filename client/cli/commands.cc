@@ -2,11 +2,11 @@
 
 #include <google/protobuf/util/json_util.h>
 
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
+#include "input_flags.h"
 #include "model_inputs.h"
 
 namespace ltserve::client {
@@ -38,47 +38,6 @@ int PrintJson(const google::protobuf::Message& message) {
 
 double AverageMs(const inference::StatisticDuration& d) {
   return d.count() ? static_cast<double>(d.ns()) / d.count() / 1e6 : 0.0;
-}
-
-Result<std::map<std::string, std::vector<std::int64_t>>> ParseShapes(const std::vector<std::string>& specs) {
-  std::map<std::string, std::vector<std::int64_t>> shapes;
-  for (const std::string& spec : specs) {
-    const auto colon = spec.rfind(':');
-    if (colon == std::string::npos || colon == 0) {
-      return InvalidArgument("--shape '" + spec + "': expected INPUT:d1,d2,...");
-    }
-    std::vector<std::int64_t>& dims = shapes[spec.substr(0, colon)];
-    std::string_view rest = std::string_view(spec).substr(colon + 1);
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      const std::string_view item = rest.substr(0, comma);
-      std::int64_t dim = -1;
-      const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), dim);
-      if (error != std::errc() || end != item.data() + item.size() || dim < 0) {
-        return InvalidArgument("--shape '" + spec + "': '" + std::string(item) + "' is not a dimension");
-      }
-      dims.push_back(dim);
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    }
-  }
-  return shapes;
-}
-
-Result<std::map<std::string, std::string>> ParseFiles(const std::vector<std::string>& items,
-                                                      const std::vector<InputSpec>& specs) {
-  std::map<std::string, std::string> files;
-  for (const std::string& item : items) {
-    const auto eq = item.find('=');
-    if (eq != std::string::npos) {
-      files[item.substr(0, eq)] = item.substr(eq + 1);
-    } else if (specs.size() == 1) {
-      files[specs[0].name] = item;
-    } else {
-      return InvalidArgument("the model has " + std::to_string(specs.size()) +
-                             " inputs: name the input of '" + item + "' as INPUT=path");
-    }
-  }
-  return files;
 }
 
 }  // namespace
@@ -124,11 +83,11 @@ int RunInfer(Client& client, const InferFlags& flags) {
   if (!metadata.ok()) return Fail(metadata.status());
   auto max_batch = FetchMaxBatchSize(client, flags.model, *metadata);
   if (!max_batch.ok()) return Fail(max_batch.status());
-  auto shapes = ParseShapes(flags.shapes);
+  auto shapes = ParseShapeFlags(flags.shapes);
   if (!shapes.ok()) return Fail(shapes.status());
   auto specs = ResolveInputs(*metadata, *max_batch, flags.batch, *shapes);
   if (!specs.ok()) return Fail(specs.status());
-  auto files = ParseFiles(flags.input_files, *specs);
+  auto files = ParseInputFileFlags(flags.input_files, *specs);
   if (!files.ok()) return Fail(files.status());
   std::mt19937_64 rng(flags.seed ? flags.seed : std::random_device{}());
   auto request = BuildRequest(flags.model, *specs, *files, rng);
