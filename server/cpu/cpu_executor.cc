@@ -94,8 +94,8 @@ class CpuPlanFactory : public ExecutorFactory {
 
   ExecutionPath path() const override { return ExecutionPath::kCpuPlan; }
   std::string Describe() const override {
-    return "CPU plan (ATen fp32, " + std::to_string(at::get_num_threads()) + " threads): " +
-           model_->plan->Describe();
+    return "CPU plan (ATen fp32, " + std::to_string(at::get_num_threads()) +
+           " threads): " + model_->plan->Describe();
   }
   Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int /*index*/) override {
     return cpu::CreateCpuInstance(model_);

@@ -11,9 +11,9 @@
 
 namespace ltserve {
 
-// Runs a validated plan on the CPU with all cores (libtorch ATen ops over the plan's plain buffers).
-// The model must have one input and one output of type FP32, FP16 or BF16 (computed in fp32)
-// whose dims hold the plan's input and output widths. Instances are sized for max_batch_size
+// Runs a validated plan on the CPU with all cores (libtorch ATen ops over the plan's plain
+// buffers). The model must have one input and one output of type FP32, FP16 or BF16 (computed in
+// fp32) whose dims hold the plan's input and output widths. Instances are sized for max_batch_size
 // rows (1 when the model has no batch dimension). Row plans only: a plan with attention is
 // UNIMPLEMENTED for now.
 Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(

@@ -49,7 +49,8 @@ class CpuInstance : public ExecutorInstance {
     }
     // fp32 input needs no conversion: the plan reads the staging buffer directly.
     if (model_->input_dtype == at::kFloat) {
-      values_[plan.input()] = at::from_blob(staging_.data(), {rows, plan.input_width()}, at::kFloat);
+      values_[plan.input()] =
+          at::from_blob(staging_.data(), {rows, plan.input_width()}, at::kFloat);
     }
     if (model_->output_dtype != at::kFloat) {
       converted_output_ = at::empty({rows, plan.output_width()}, model_->output_dtype);
@@ -59,7 +60,8 @@ class CpuInstance : public ExecutorInstance {
   }
 
   Result<std::span<std::byte>> InputBuffer(std::size_t index, std::size_t bytes) override {
-    if (index != 0) return InvalidArgument("input index " + std::to_string(index) + " out of range");
+    if (index != 0)
+      return InvalidArgument("input index " + std::to_string(index) + " out of range");
     if (bytes > staging_.size()) {
       return InvalidArgument(std::to_string(bytes) + " input bytes exceed the " +
                              std::to_string(staging_.size()) + " a full batch holds");
@@ -74,8 +76,8 @@ class CpuInstance : public ExecutorInstance {
       Clock::time_point start = Clock::now();
       const plan::Plan& plan = *model_->plan;
       if (model_->input_dtype != at::kFloat) {
-        at::Tensor raw = at::from_blob(staging_.data(), {rows, plan.input_width()},
-                                       model_->input_dtype);
+        at::Tensor raw =
+            at::from_blob(staging_.data(), {rows, plan.input_width()}, model_->input_dtype);
         Rows(plan.input(), rows).copy_(raw);
       }
       if (timings != nullptr) timings->input_ns = NanosSince(start);
@@ -154,13 +156,14 @@ class CpuInstance : public ExecutorInstance {
     if (op.residual == plan::kNoValue) {
       at::Tensor mean = norm_mean_.narrow(0, 0, rows);
       at::Tensor rstd = norm_rstd_.narrow(0, 0, rows);
-      at::native_layer_norm_out(out, mean, rstd, Rows(op.input, rows), {width}, Optional(weights.gamma),
-                                Optional(weights.beta), op.eps);
+      at::native_layer_norm_out(out, mean, rstd, Rows(op.input, rows), {width},
+                                Optional(weights.gamma), Optional(weights.beta), op.eps);
       return;
     }
     // LayerNorm(input + residual): the sum needs its own memory; rare enough to allocate.
     at::Tensor sum = Rows(op.input, rows) + Rows(op.residual, rows);
-    out.copy_(at::layer_norm(sum, {width}, Optional(weights.gamma), Optional(weights.beta), op.eps));
+    out.copy_(
+        at::layer_norm(sum, {width}, Optional(weights.gamma), Optional(weights.beta), op.eps));
   }
 
   void Run(const plan::AddOp& op, const OpWeights&, std::int64_t rows) {
@@ -177,7 +180,7 @@ class CpuInstance : public ExecutorInstance {
   at::Tensor converted_output_;     // the output in the configured dtype, when not fp32
   at::Tensor norm_mean_;            // LayerNorm statistics, [max_rows, 1]
   at::Tensor norm_rstd_;
-  std::int64_t rows_ = 0;           // rows of the last successful Execute; 0 before it
+  std::int64_t rows_ = 0;  // rows of the last successful Execute; 0 before it
 };
 
 }  // namespace

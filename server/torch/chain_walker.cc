@@ -45,8 +45,8 @@ Result<at::Tensor> ConstantTensor(const Node& node, std::size_t index, std::int6
   LTSERVE_ASSIGN_OR_RETURN(c10::IValue value, ConstantInput(node, index));
   if (!value.isTensor() || value.toTensor().dim() != rank ||
       !at::isFloatingType(value.toTensor().scalar_type())) {
-    return NotLowered(node, "argument " + std::to_string(index) + " is not a float tensor of rank " +
-                                std::to_string(rank));
+    return NotLowered(node, "argument " + std::to_string(index) +
+                                " is not a float tensor of rank " + std::to_string(rank));
   }
   return value.toTensor();
 }
@@ -68,7 +68,8 @@ Result<double> ConstantNumber(const Node& node, std::size_t index) {
 
 Result<std::int64_t> ConstantInt(const Node& node, std::size_t index) {
   LTSERVE_ASSIGN_OR_RETURN(c10::IValue value, ConstantInput(node, index));
-  if (!value.isInt()) return NotLowered(node, "argument " + std::to_string(index) + " is not an int");
+  if (!value.isInt())
+    return NotLowered(node, "argument " + std::to_string(index) + " is not an int");
   return value.toInt();
 }
 

@@ -111,7 +111,8 @@ Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t config
   for (std::size_t i = 0; i < steps.size(); ++i) {
     if (const auto* linear = std::get_if<LinearStep>(&steps[i])) {
       plan::Activation fused = plan::Activation::kNone;
-      const auto* next = i + 1 < steps.size() ? std::get_if<ActivationStep>(&steps[i + 1]) : nullptr;
+      const auto* next =
+          i + 1 < steps.size() ? std::get_if<ActivationStep>(&steps[i + 1]) : nullptr;
       if (next != nullptr && IsFusable(next->activation)) {
         fused = next->activation;
         ++i;

@@ -34,9 +34,9 @@ Result<torch::jit::Module> LoadModule(const std::filesystem::path& file) {
     module.eval();
     return module;
   } catch (const std::exception& error) {
-    return InvalidArgument("model file '" + file.string() +
-                           "' is not a loadable TorchScript module: " +
-                           aten::ExceptionMessage(error));
+    return InvalidArgument(
+        "model file '" + file.string() +
+        "' is not a loadable TorchScript module: " + aten::ExceptionMessage(error));
   }
 }
 

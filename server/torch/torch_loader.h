@@ -16,9 +16,12 @@
 namespace ltserve {
 
 struct LoadedModel {
-  std::shared_ptr<const plan::Plan> plan;       // null when the module could not be lowered
-  std::string lowering_report;                  // the plan summary, or why it could not be lowered
-  std::unique_ptr<ExecutorFactory> torchscript; // always set: runs forward() through libtorch (path kTorchScript)
+  // Null when the module could not be lowered.
+  std::shared_ptr<const plan::Plan> plan;
+  // The plan summary, or why it could not be lowered ("not lowered: aten::cumsum at ...").
+  std::string lowering_report;
+  // Always set: runs forward() through libtorch (path kTorchScript).
+  std::unique_ptr<ExecutorFactory> torchscript;
 };
 
 // Loads spec.model_file and lowers it when possible. spec.parameters["execution_path"]:

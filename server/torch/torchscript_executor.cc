@@ -1,7 +1,7 @@
 #include "torch/torchscript_executor.h"
 
-#include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
@@ -201,8 +201,7 @@ class TorchScriptFactory : public ExecutorFactory {
   }
   Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int /*index*/) override {
     try {
-      return std::unique_ptr<ExecutorInstance>(
-          new TorchScriptInstance(module_, io_));
+      return std::unique_ptr<ExecutorInstance>(new TorchScriptInstance(module_, io_));
     } catch (const std::exception& error) {
       return ResourceExhausted("allocating TorchScript staging buffers: " +
                                aten::ExceptionMessage(error));

@@ -67,7 +67,8 @@ Executor MakeExecutor(const ModelSpec& spec, Path path) {
   return executor;
 }
 
-Status ExecuteRows(ExecutorInstance& instance, std::int64_t batch, ExecuteTimings* timings = nullptr) {
+Status ExecuteRows(ExecutorInstance& instance, std::int64_t batch,
+                   ExecuteTimings* timings = nullptr) {
   BatchShape shape;
   shape.batch_size = batch;
   return instance.Execute(shape, timings);
@@ -94,8 +95,7 @@ void ExpectMatchesReference(ExecutorInstance& instance, const ModelSpec& spec, s
   Status status = ExecuteRows(instance, std::max<std::int64_t>(rows, 1), &timings);
   ASSERT_TRUE(status.ok()) << status.ToString();
   EXPECT_GT(timings.infer_ns, 0u);
-  const at::Tensor actual =
-      testing::OutputTensor(instance, 0, ScalarTypeOf(spec.outputs[0].dtype));
+  const at::Tensor actual = testing::OutputTensor(instance, 0, ScalarTypeOf(spec.outputs[0].dtype));
   const at::Tensor reference = testing::ReferenceForward(spec.model_file, {input}).at(0);
   EXPECT_LE(testing::MaxRelativeError(actual, reference), tolerance);
 }
@@ -121,7 +121,8 @@ std::vector<ChainParam> AllChainParams() {
   std::vector<ChainParam> params;
   for (const testing::ChainModel& model : testing::ChainModels()) {
     for (const char* mode : {"script", "trace"}) {
-      for (Path path : {Path::kCpu, Path::kTorchScript}) params.emplace_back(model.name, mode, path);
+      for (Path path : {Path::kCpu, Path::kTorchScript})
+        params.emplace_back(model.name, mode, path);
     }
   }
   return params;
@@ -141,7 +142,9 @@ struct PrecisionCase {
 };
 
 // Keeps ctest's test names readable (gtest would print the struct's bytes).
-void PrintTo(const PrecisionCase& c, std::ostream* out) { *out << c.model << "/" << PathName(c.path); }
+void PrintTo(const PrecisionCase& c, std::ostream* out) {
+  *out << c.model << "/" << PathName(c.path);
+}
 
 class ReducedPrecisionTest : public ::testing::TestWithParam<PrecisionCase> {};
 
@@ -270,7 +273,8 @@ TEST(ExecutorBoundsTest, BadBatchesAndBuffersAreInvalidArgument) {
     EXPECT_EQ(instance.InputBuffer(0, full + 1).status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(instance.InputBuffer(1, 4).status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(ExecuteRows(instance, 0).code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(ExecuteRows(instance, testing::kTestMaxBatch + 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(ExecuteRows(instance, testing::kTestMaxBatch + 1).code(),
+              StatusCode::kInvalidArgument);
     EXPECT_TRUE(instance.Output(0).empty());
   }
 }
@@ -300,9 +304,9 @@ TEST(CpuExecutorTest, InstancesOwnTheirBuffers) {
   testing::Stage(**second, 0, y);
   ASSERT_TRUE(ExecuteRows(**second, 4).ok());
   const at::Tensor reference = testing::ReferenceForward(spec.model_file, {x}).at(0);
-  EXPECT_LE(testing::MaxRelativeError(testing::OutputTensor(*first.instance, 0, at::kFloat),
-                                      reference),
-            kFp32Tolerance);
+  EXPECT_LE(
+      testing::MaxRelativeError(testing::OutputTensor(*first.instance, 0, at::kFloat), reference),
+      kFp32Tolerance);
 }
 
 std::shared_ptr<const plan::Plan> LoadPlan(const ModelSpec& spec) {
@@ -328,7 +332,8 @@ TEST(CpuExecutorTest, RefusesWhatItCannotRun) {
   wrong_width.outputs[0].dims = {testing::kOddIn + 1};
   refused = CreateCpuExecutorFactory(plan, wrong_width);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("[38]"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("[38]"), std::string::npos)
+      << refused.status().message();
 
   ModelSpec two_outputs = spec;
   two_outputs.outputs.push_back(spec.outputs[0]);

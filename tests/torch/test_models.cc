@@ -11,12 +11,12 @@ namespace ltserve::testing {
 
 const std::vector<ChainModel>& ChainModels() {
   static const std::vector<ChainModel> models = {
-      {"linear", {kOddIn}, {5}},        {"relu", {kOddIn}, {kOddIn}},
-      {"gelu", {kOddIn}, {kOddIn}},     {"gelu_tanh", {kOddIn}, {kOddIn}},
-      {"silu", {kOddIn}, {kOddIn}},     {"tanh", {kOddIn}, {kOddIn}},
-      {"sigmoid", {kOddIn}, {kOddIn}},  {"layernorm", {kOddIn}, {9}},
-      {"flatten", {3, kOddIn}, {4}},    {"noops", {kOddIn}, {6}},
-      {"leading_act", {kOddIn}, {13}},  {"combo", {kOddIn}, {8}},
+      {"linear", {kOddIn}, {5}},       {"relu", {kOddIn}, {kOddIn}},
+      {"gelu", {kOddIn}, {kOddIn}},    {"gelu_tanh", {kOddIn}, {kOddIn}},
+      {"silu", {kOddIn}, {kOddIn}},    {"tanh", {kOddIn}, {kOddIn}},
+      {"sigmoid", {kOddIn}, {kOddIn}}, {"layernorm", {kOddIn}, {9}},
+      {"flatten", {3, kOddIn}, {4}},   {"noops", {kOddIn}, {6}},
+      {"leading_act", {kOddIn}, {13}}, {"combo", {kOddIn}, {8}},
       {"modulelist", {kOddIn}, {2}},   {"addmm", {kOddIn}, {3}},
       {"matmul_add", {kOddIn}, {3}},
   };
@@ -105,7 +105,8 @@ at::Tensor OutputTensor(const ExecutorInstance& instance, std::size_t index, at:
   std::vector<std::int64_t> shape = instance.OutputShape(index);
   at::Tensor result = at::empty(shape, dtype);
   EXPECT_EQ(static_cast<std::size_t>(result.nbytes()), bytes.size());
-  std::memcpy(result.data_ptr(), bytes.data(), std::min<std::size_t>(bytes.size(), result.nbytes()));
+  std::memcpy(result.data_ptr(), bytes.data(),
+              std::min<std::size_t>(bytes.size(), result.nbytes()));
   return result;
 }
 

@@ -26,8 +26,8 @@ struct ChainModel {
 const std::vector<ChainModel>& ChainModels();
 const ChainModel& FindChainModel(const std::string& name);
 
-constexpr int kTestMaxBatch = 64;   // the test models' max_batch_size
-constexpr std::int64_t kOddIn = 37; // their input width
+constexpr int kTestMaxBatch = 64;    // the test models' max_batch_size
+constexpr std::int64_t kOddIn = 37;  // their input width
 
 std::filesystem::path TestModelRepo();
 std::filesystem::path ModelFile(const std::string& model);

@@ -84,7 +84,8 @@ void ExpectWeightsAreModuleParameters(const plan::Plan& plan, const std::string&
     ASSERT_LT(next, parameters.size()) << "plan has more " << what << " tensors than the module";
     const at::Tensor& expected = parameters[next++];
     ASSERT_EQ(static_cast<std::int64_t>(values.size()), expected.numel()) << what;
-    EXPECT_EQ(std::memcmp(values.data(), expected.const_data_ptr(), values.size() * sizeof(float)), 0)
+    EXPECT_EQ(std::memcmp(values.data(), expected.const_data_ptr(), values.size() * sizeof(float)),
+              0)
         << what << " differs from the module's parameter " << next - 1;
   };
   for (const plan::Op& op : plan.ops()) {
@@ -130,9 +131,10 @@ std::vector<std::tuple<std::string, std::string>> AllChainModels() {
   return params;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypes, ChainLoweringTest, ::testing::ValuesIn(AllChainModels()),
-    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllTypes, ChainLoweringTest, ::testing::ValuesIn(AllChainModels()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
 
 TEST(TorchLoaderTest, DemoModelsLowerWithFusedRelu) {
   ModelSpec demo = MakeSpec("demo/demo_mlp", {128}, {10});
@@ -162,7 +164,8 @@ TEST(TorchLoaderTest, ReducedPrecisionModulesLowerToFp32Weights) {
 void ExpectFallback(const ModelSpec& spec, const std::string& reason_part) {
   LoadedModel loaded = LoadOk(spec);
   EXPECT_EQ(loaded.plan, nullptr);
-  EXPECT_NE(loaded.lowering_report.find("not lowered"), std::string::npos) << loaded.lowering_report;
+  EXPECT_NE(loaded.lowering_report.find("not lowered"), std::string::npos)
+      << loaded.lowering_report;
   EXPECT_NE(loaded.lowering_report.find(reason_part), std::string::npos) << loaded.lowering_report;
 }
 
@@ -215,7 +218,8 @@ TEST(TorchLoaderTest, OutputWidthMismatchIsAnErrorNamingBoth) {
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(loaded.status().message().find("OUTPUT__0"), std::string::npos);
-  EXPECT_NE(loaded.status().message().find("[2, 3]"), std::string::npos) << loaded.status().message();
+  EXPECT_NE(loaded.status().message().find("[2, 3]"), std::string::npos)
+      << loaded.status().message();
   EXPECT_NE(loaded.status().message().find("width is 4"), std::string::npos)
       << loaded.status().message();
 }
