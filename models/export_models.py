@@ -198,7 +198,7 @@ def export_test(exporter):
                 out_dims = list(module(torch.zeros(1, *dims)).shape[1:])
             exporter.write(f"{name}_{mode}", module, [("INPUT__0", f32, dims)],
                            [("OUTPUT__0", f32, out_dims)], TEST_MAX_BATCH, mode)
-    # Reduced-precision I/O: the module computes in that precision, so TorchScript accepts the input.
+    # Reduced-precision I/O: the module computes in that precision, so its forward takes the input.
     for name, dtype in (("fp16_io", torch.float16), ("bf16_io", torch.bfloat16)):
         torch.manual_seed(SEED)
         module = act_mlp(nn.GELU()).to(dtype)
