@@ -36,6 +36,7 @@ struct Flags {
   double exit_timeout_s = 30;
   bool strict_readiness = true;
   bool allow_gpu = true;
+  double max_connection_age_s = 0;
   std::vector<double> latency_buckets_s;
 };
 
@@ -77,6 +78,13 @@ int Run(const Flags& flags) {
   // Triton clients send whole batches in one message; gRPC's 4 MiB default would refuse them.
   builder.SetMaxReceiveMessageSize(INT_MAX);
   builder.SetMaxSendMessageSize(INT_MAX);
+  if (flags.max_connection_age_s > 0) {
+    // Clients balancing round_robin over a headless Service resolve DNS only when a connection
+    // closes; ageing connections out is how they discover pods added by a scale-out.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               static_cast<int>(flags.max_connection_age_s * 1000));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30'000);
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     spdlog::critical("cannot listen for gRPC on {}:{} (port in use?)", flags.host, flags.grpc_port);
@@ -177,6 +185,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--allow-gpu", flags.allow_gpu, "Use the GPU executor when a GPU is usable")
       ->capture_default_str();
+  app.add_option("--max-connection-age", flags.max_connection_age_s,
+                 "Seconds after which a client connection is closed gracefully so that "
+                 "round_robin clients re-resolve DNS (0: never)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")
       ->delimiter(',');
