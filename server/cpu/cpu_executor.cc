@@ -78,7 +78,8 @@ Status CheckSupported(const plan::Plan& plan) {
 OpWeights WeightsOf(const plan::Op& op) {
   OpWeights weights;
   if (const auto* linear = std::get_if<plan::LinearOp>(&op)) {
-    weights.weight = View(linear->weight, {linear->out_features, linear->in_features});
+    const at::Tensor weight = View(linear->weight, {linear->out_features, linear->in_features});
+    if (weight.defined()) weights.weight_t = weight.t();
     weights.bias = View(linear->bias, {linear->out_features});
   } else if (const auto* norm = std::get_if<plan::LayerNormOp>(&op)) {
     weights.gamma = View(norm->gamma, {static_cast<std::int64_t>(norm->gamma.size())});

@@ -136,9 +136,9 @@ class CpuInstance : public ExecutorInstance {
   void Run(const plan::LinearOp& op, const OpWeights& weights, std::int64_t rows) {
     at::Tensor out = Rows(op.output, rows);
     if (weights.bias.defined()) {
-      at::addmm_out(out, weights.bias, Rows(op.input, rows), weights.weight.t());
+      at::addmm_out(out, weights.bias, Rows(op.input, rows), weights.weight_t);
     } else {
-      at::mm_out(out, Rows(op.input, rows), weights.weight.t());
+      at::mm_out(out, Rows(op.input, rows), weights.weight_t);
     }
     if (op.residual != plan::kNoValue) out.add_(Rows(op.residual, rows));
     ActivateInPlace(out, op.activation);

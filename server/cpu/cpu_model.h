@@ -15,7 +15,7 @@ namespace ltserve::cpu {
 
 // Tensors over one op's weights; undefined where the op has none.
 struct OpWeights {
-  at::Tensor weight;  // [out, in]
+  at::Tensor weight_t;  // [in, out]: a transposed view of the [out, in] weight, as GEMM takes it
   at::Tensor bias;
   at::Tensor gamma;
   at::Tensor beta;
