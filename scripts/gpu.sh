@@ -49,13 +49,18 @@ cat "$OUT/bench.log" "$OUT/bench.md"
 fi
 
 if [[ ${FULL_BUILD:-1} == 1 ]]; then
-  echo "== whole project (errors in other components do not stop the build)"
+  echo "== server and load generator"
   {
     cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
-      -DCMAKE_CUDA_ARCHITECTURES=90 &&
-    timeout "${FULL_BUILD_SECONDS:-240}" cmake --build build-device -j "$JOBS" -- -k
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DLTSERVE_BUILD_TESTS=OFF &&
+    timeout "${FULL_BUILD_SECONDS:-420}" cmake --build build-device -j "$JOBS" --target ltserve ltserve-bench
   } > "$OUT/build-all.log" 2>&1
-  echo "whole-project build exit $? (log: build-all.log)"
+  build_status=$?
+  echo "server build exit $build_status (log: build-all.log)"
   grep -E "error|Error" "$OUT/build-all.log" | head -20
+  if [[ $build_status == 0 && ${RUN_SERVED:-1} == 1 ]]; then
+    echo "== served benchmark"
+    bench/serving/served_gpu_bench.sh build-device build-gpu-only/bench_models "$OUT" || status=1
+  fi
 fi
 exit $status

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Served benchmark on the GPU: the MLP 1024-4096-4096-1024 (ReLU) of the executor benchmark,
+# served by ltserve over gRPC on loopback, measured with ltserve-bench at concurrency
+# 1..256, with dynamic batching on and off. The raw executor's numbers to compare with come from
+# ltserve_gpu_bench in the same GPU run (bench.md).
+# Usage: bench/serving/served_gpu_bench.sh BUILD_DIR MODELS_DIR OUT_DIR
+set -uo pipefail
+BUILD=$1 MODELS=$2 OUT=$3
+REPO=$(mktemp -d)
+for variant in batched unbatched; do
+  dir=$REPO/mlp_$variant
+  mkdir -p "$dir/1"
+  cp "$MODELS/mlp.pt" "$dir/1/model.pt"
+  {
+    echo "name: \"mlp_$variant\""
+    echo 'platform: "pytorch_libtorch"'
+    echo 'max_batch_size: 256'
+    echo 'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1024 ] } ]'
+    echo 'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 1024 ] } ]'
+    echo 'instance_group [ { count: 2 kind: KIND_GPU } ]'
+    # 100 µs: long enough for concurrent requests to meet, short against a ~60 µs forward.
+    [[ $variant == batched ]] && echo 'dynamic_batching { max_queue_delay_microseconds: 100 }'
+  } > "$dir/config.pbtxt"
+done
+
+LOG=$OUT/served-server.log
+"$BUILD/server/app/ltserve" --model-repository "$REPO" --host 127.0.0.1 --grpc-port 0 \
+  --http-port -1 > "$LOG" 2>&1 &
+SERVER=$!
+for _ in $(seq 1 600); do
+  grep -q "ltserve ready=" "$LOG" && break
+  kill -0 $SERVER 2>/dev/null || break
+  sleep 0.2
+done
+ADDR=$(grep -oE 'grpc=[0-9.]+:[0-9]+' "$LOG" | head -1 | cut -d= -f2)
+grep -E "ready|error|GPU" "$LOG"
+if [[ -z $ADDR ]] || ! grep -q "ltserve ready=true" "$LOG"; then
+  echo "served benchmark: server did not become ready"; cat "$LOG"; kill $SERVER; exit 1
+fi
+for variant in batched unbatched; do
+  echo "== served mlp_$variant"
+  "$BUILD/client/bench/ltserve-bench" -u "$ADDR" -m "mlp_$variant" --concurrency 1,4,16,64,256 \
+    --warmup-ms 1000 --window-ms 1500 --max-windows 4 -q --json "$OUT/served_$variant.json"
+done
+kill -TERM $SERVER
+wait $SERVER
+echo "server exit $?"
