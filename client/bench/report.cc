@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -129,6 +131,10 @@ Status Plot(const RunInfo& info, const std::vector<LevelResult>& levels, const s
     return Internal("writing the gnuplot script failed");
   }
   const int rc = pclose(gnuplot.release());
+  // popen runs gnuplot through the shell, which reports a missing program as exit status 127.
+  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127) {
+    return Unavailable("gnuplot is not installed (Debian package gnuplot-nox)");
+  }
   if (rc != 0) return Internal("gnuplot exited with status " + std::to_string(rc) + " drawing '" + png_path + "'");
   return Status::Ok();
 }

@@ -1,5 +1,7 @@
 // Command-line flags shared by ltserve-cli and ltserve-bench: where the server is and how to
 // reach it (TLS, load balancing, channels, deadline).
+//
+// Thread-safety: a plain value filled by CLI11 during parsing on the main thread.
 #pragma once
 
 #include <CLI/CLI.hpp>
