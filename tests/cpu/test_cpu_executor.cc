@@ -229,6 +229,27 @@ TEST(TorchScriptFallbackTest, InputsArePassedInConfigOrder) {
   EXPECT_LE(testing::MaxRelativeError(actual, reference), kFp32Tolerance);
 }
 
+TEST(TorchScriptFallbackTest, OutputCountMismatchIsInternal) {
+  const ModelSpec spec = MakeSpec("two_outputs", {testing::kOddIn}, {7});  // returns two
+  Executor executor = MakeExecutor(spec, Path::kTorchScript);
+  ASSERT_NE(executor.instance, nullptr);
+  std::mt19937 rng(testing::FreshSeed());
+  testing::Stage(*executor.instance, 0,
+                 testing::RandomInput(rng, 2, {testing::kOddIn}, at::kFloat));
+  Status status = ExecuteRows(*executor.instance, 2);
+  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_NE(status.message().find("2 tensors"), std::string::npos) << status.message();
+  EXPECT_TRUE(executor.instance->Output(0).empty());
+}
+
+TEST(TorchScriptFallbackTest, TypesLibtorchCannotHoldAreALoadError) {
+  ModelSpec spec = MakeSpec("relu_script", {testing::kOddIn}, {testing::kOddIn});
+  spec.outputs[0].dtype = DataType::kInvalid;
+  Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(loaded.status().message().find("OUTPUT__0"), std::string::npos);
+}
+
 TEST(TorchScriptFallbackTest, ShapeErrorRaisedByTorchScriptIsInvalidArgument) {
   const ModelSpec spec = MakeSpec("relu_script", {testing::kOddIn}, {testing::kOddIn});
   Executor executor = MakeExecutor(spec, Path::kTorchScript);
