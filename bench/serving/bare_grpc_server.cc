@@ -1,6 +1,6 @@
 // The serving-overhead peer for ltserve's CPU benchmark: a gRPC server on the same callback API
 // and proto that answers ModelInfer for a `tiny_mlp`-shaped model (input [b, 16] FP32, output
-// [b, 4] FP32) with a fixed response and does nothing else. ltserve's requests/s against this
+// [b, 4] FP32; other widths by flag) with a fixed response and does nothing else. ltserve's requests/s against this
 // one, with the same client and concurrency, is the cost of ltserve's own work: decoding,
 // validation, scheduling, batching, execution, statistics.
 #include <grpcpp/grpcpp.h>
@@ -15,9 +15,10 @@
 
 namespace {
 
-constexpr int kInputWidth = 16;
-constexpr int kOutputWidth = 4;
 constexpr int kMaxBatch = 256;
+// Widths of the model the server impersonates; tiny_mlp's by default, set by flags.
+int kInputWidth = 16;
+int kOutputWidth = 4;
 
 class BareService final : public inference::GRPCInferenceService::CallbackService {
  public:
@@ -113,6 +114,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Bare KServe v2 gRPC server with a fixed response (serving-overhead baseline)"};
   app.add_option("--host", host);
   app.add_option("--port", port, "0: pick a free port");
+  app.add_option("--input-width", kInputWidth, "features per sample of the impersonated model");
+  app.add_option("--output-width", kOutputWidth, "outputs per sample of the impersonated model");
   CLI11_PARSE(app, argc, argv);
 
   sigset_t signals;

@@ -45,3 +45,17 @@ done
 kill -TERM $SERVER
 wait $SERVER
 echo "server exit $?"
+
+# The transport's own ceiling: the same client against a server that answers at once.
+if [[ -x $BUILD/bench/serving/bare_grpc_server ]]; then
+  BARE_LOG=$OUT/bare-server.log
+  "$BUILD/bench/serving/bare_grpc_server" --port 0 --input-width 1024 --output-width 1024 > "$BARE_LOG" 2>&1 &
+  BARE=$!
+  for _ in $(seq 1 100); do grep -q listening "$BARE_LOG" && break; sleep 0.1; done
+  BARE_ADDR=$(grep -oE 'grpc=[0-9.]+:[0-9]+' "$BARE_LOG" | head -1 | cut -d= -f2)
+  echo "== bare gRPC server (fixed response, same request shape as mlp)"
+  "$BUILD/client/bench/ltserve-bench" -u "$BARE_ADDR" -m mlp_bare --concurrency 1,4,16,64,256 \
+    --warmup-ms 1000 --window-ms 1500 --max-windows 4 -q --json "$OUT/served_bare.json"
+  kill -TERM $BARE
+  wait $BARE
+fi
