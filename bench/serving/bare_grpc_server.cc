@@ -17,8 +17,8 @@ namespace {
 
 constexpr int kMaxBatch = 256;
 // Widths of the model the server impersonates; tiny_mlp's by default, set by flags.
-int kInputWidth = 16;
-int kOutputWidth = 4;
+int g_input_width = 16;
+int g_output_width = 4;
 
 class BareService final : public inference::GRPCInferenceService::CallbackService {
  public:
@@ -50,12 +50,12 @@ class BareService final : public inference::GRPCInferenceService::CallbackServic
     in->set_name("INPUT__0");
     in->set_datatype("FP32");
     in->add_shape(-1);
-    in->add_shape(kInputWidth);
+    in->add_shape(g_input_width);
     auto* out = response->add_outputs();
     out->set_name("OUTPUT__0");
     out->set_datatype("FP32");
     out->add_shape(-1);
-    out->add_shape(kOutputWidth);
+    out->add_shape(g_output_width);
     return Done(context, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
@@ -68,11 +68,11 @@ class BareService final : public inference::GRPCInferenceService::CallbackServic
     auto* in = config->add_input();
     in->set_name("INPUT__0");
     in->set_data_type(inference::TYPE_FP32);
-    in->add_dims(kInputWidth);
+    in->add_dims(g_input_width);
     auto* out = config->add_output();
     out->set_name("OUTPUT__0");
     out->set_data_type(inference::TYPE_FP32);
-    out->add_dims(kOutputWidth);
+    out->add_dims(g_output_width);
     return Done(context, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
@@ -93,8 +93,8 @@ class BareService final : public inference::GRPCInferenceService::CallbackServic
     out->set_name("OUTPUT__0");
     out->set_datatype("FP32");
     out->add_shape(batch);
-    out->add_shape(kOutputWidth);
-    response->add_raw_output_contents(std::string(batch * kOutputWidth * sizeof(float), '\0'));
+    out->add_shape(g_output_width);
+    response->add_raw_output_contents(std::string(batch * g_output_width * sizeof(float), '\0'));
     return Done(context, grpc::Status::OK);
   }
 
@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Bare KServe v2 gRPC server with a fixed response (serving-overhead baseline)"};
   app.add_option("--host", host);
   app.add_option("--port", port, "0: pick a free port");
-  app.add_option("--input-width", kInputWidth, "features per sample of the impersonated model");
-  app.add_option("--output-width", kOutputWidth, "outputs per sample of the impersonated model");
+  app.add_option("--input-width", g_input_width, "features per sample of the impersonated model");
+  app.add_option("--output-width", g_output_width, "outputs per sample of the impersonated model");
   CLI11_PARSE(app, argc, argv);
 
   sigset_t signals;
