@@ -271,9 +271,11 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   auto decoded = DecodeInferRequest(*request, model->spec());
   if (!decoded.ok()) {
     model->stats().RecordFailure(FailureReason::kInvalidInput, NanosSince(arrival));
-    SPDLOG_DEBUG("ModelInfer '{}' rejected: {}", request->model_name(), decoded.status().message());
+    spdlog::debug("ModelInfer '{}' rejected: {}", request->model_name(), decoded.status().message());
     return FinishNow(context, decoded.status());
   }
+  spdlog::debug("ModelInfer '{}' id '{}': batch {}", request->model_name(), request->id(),
+                (*decoded)->request->batch_size);
   auto* reactor = new InferReactor(model, request, response);
   reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
   return reactor;
