@@ -9,5 +9,9 @@ cd "$(dirname "$0")/.."
 export LTSERVE_BUILD_DIR=${BUILD_DIR:-build}
 status=0
 ctest --test-dir "$LTSERVE_BUILD_DIR" --output-on-failure --timeout 600 || status=1
-.venv/bin/python -m pytest tests/python -ra -q || status=1
+# tritonclient registers its own copy of Triton's model_config.proto in protobuf's global
+# descriptor pool, and so do the stubs the other suites generate from proto/: one process cannot
+# import both, so the Triton-client suite runs in its own.
+.venv/bin/python -m pytest tests/python -ra -q --ignore=tests/python/test_triton_clients.py || status=1
+.venv/bin/python -m pytest tests/python/test_triton_clients.py -ra -q || status=1
 exit $status

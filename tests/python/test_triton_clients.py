@@ -1,6 +1,9 @@
 """NVIDIA's own clients against the real ltserve: tritonclient[grpc] calls and perf_analyzer
 runs, unchanged, as a Triton user would make them. Also ltserve's own ltserve-cli and
-ltserve-bench against the same server."""
+ltserve-bench against the same server.
+
+Runs in a pytest process of its own (scripts/test.sh): tritonclient's generated model_config.proto
+and the one the other suites generate from proto/ cannot share protobuf's descriptor pool."""
 from __future__ import annotations
 
 import json
