@@ -1,6 +1,7 @@
 #include "gpu/device_state.h"
 
 #include "gpu/algo_cache.h"
+#include "gpu/attention.h"
 #include "gpu/cuda_check.h"
 
 namespace ltserve::gpu {
@@ -49,6 +50,11 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
         DeviceBuffer::Create(rows * model->plan().output_width() * ElemSize(options.output_type),
                              "output staging"));
   }
+  if (model->has_attention()) {
+    LTSERVE_ASSIGN_OR_RETURN(AttentionBatch batch, AttentionBatch::Create(options.capacity_rows));
+    state->attention_batch_.emplace(std::move(batch));
+    LTSERVE_RETURN_IF_ERROR(state->SetSequences({}));
+  }
   state->gemms_.resize(model->steps().size());
   for (std::size_t s = 0; s < model->steps().size(); ++s) {
     const auto* step = std::get_if<GemmStep>(&model->steps()[s]);
@@ -95,6 +101,11 @@ Status DeviceState::RunGemm(std::size_t step_index, const GemmStep& step, std::s
   return Status::Ok();
 }
 
+Status DeviceState::SetSequences(std::span<const std::int32_t> lengths) {
+  if (!attention_batch_.has_value()) return Status::Ok();
+  return attention_batch_->Upload(lengths, stream());
+}
+
 Status DeviceState::Forward(std::size_t bucket) {
   const ModelOptions& options = model_->options();
   const plan::Plan& plan = model_->plan();
@@ -121,6 +132,11 @@ Status DeviceState::Forward(std::size_t bucket) {
           Value(norm->input), residual, static_cast<const float*>(model_->Weight(norm->gamma_offset)),
           static_cast<const float*>(model_->Weight(norm->beta_offset)), Value(norm->output), rows,
           plan.values()[norm->output].width, norm->eps, storage, stream()));
+    } else if (const auto* attention = std::get_if<AttentionStep>(&step)) {
+      LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
+          Value(attention->qkv), Value(attention->output), attention_batch_->device(),
+          attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
+          storage, stream()));
     }
   }
   if (output_io_.data() != nullptr) {

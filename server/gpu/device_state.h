@@ -1,16 +1,21 @@
 // Everything one executor instance owns on the GPU, all allocated at creation: a stream, a
 // cuBLASLt handle, its workspace, one activation buffer per plan value sized for the largest
-// bucket, device I/O buffers where the I/O dtype differs from the compute dtype, and one
-// cuBLASLt descriptor set per GEMM and bucket. Forward() only enqueues work.
+// bucket, device I/O buffers where the I/O dtype differs from the compute dtype, one
+// cuBLASLt descriptor set per GEMM and bucket, and for a model with attention the buffer
+// describing a batch's sequences. Forward() only enqueues work.
 //
 // Thread-safety: one thread at a time.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "common/status.h"
 #include "gpu/algo_cache.h"
+#include "gpu/attention_batch.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/gemm.h"
 #include "gpu/gpu_model.h"
@@ -27,6 +32,12 @@ class DeviceState {
   // Where the host copies input rows to, and reads output rows from.
   void* input_device() const;
   const void* output_device() const;
+
+  // Token models with attention: enqueues the upload of the next batch's sequence lengths
+  // (the packed tokens' split into sequences), which Forward's attention steps read. Until
+  // the first call the batch holds no sequence and attention writes nothing. A no-op for
+  // models without attention.
+  Status SetSequences(std::span<const std::int32_t> lengths);
 
   // Enqueues the forward pass over `bucket`'s rows, conversions at the edges included.
   Status Forward(std::size_t bucket);
@@ -53,6 +64,7 @@ class DeviceState {
   DeviceBuffer input_io_;   // only when the input dtype differs from the compute dtype
   DeviceBuffer output_io_;  // likewise for the output
   std::vector<std::vector<Gemm>> gemms_;  // [step][bucket]; empty for non-GEMM steps
+  std::optional<AttentionBatch> attention_batch_;  // only for a model with attention
 };
 
 }  // namespace ltserve::gpu

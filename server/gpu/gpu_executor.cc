@@ -1,5 +1,7 @@
 // The GPU ExecutorFactory and ExecutorInstance: pinned staging, async copies on the instance's
-// stream, and one CUDA graph per batch bucket replayed for each request.
+// stream, and one CUDA graph per batch bucket replayed for each request. For a token model
+// the bucket counts packed tokens; the sequences' split travels as data (attention_batch.h),
+// so a bucket's graph serves every mix of lengths that fits it.
 #include "gpu/gpu_executor.h"
 
 #include <array>
@@ -64,6 +66,9 @@ class GpuInstance final : public ExecutorInstance {
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[0].get(), stream));
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state_->input_device(), pinned_input_.data(),
                                                  in_bytes, cudaMemcpyHostToDevice, stream));
+    if (model_->plan().input_kind() == plan::InputKind::kTokens) {
+      LTSERVE_RETURN_IF_ERROR(state_->SetSequences(shape.sequence_lengths));
+    }
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[1].get(), stream));
     LTSERVE_RETURN_IF_ERROR(Launch(bucket));
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2].get(), stream));
@@ -102,6 +107,19 @@ class GpuInstance final : public ExecutorInstance {
     const auto& dims = model_->options().output_dims;
     shape.insert(shape.end(), dims.begin(), dims.end());
     return shape;
+  }
+
+  Result<double> TimeTokenForward(std::span<const std::int32_t> lengths, int iterations) {
+    if (model_->plan().input_kind() != plan::InputKind::kTokens) {
+      return InvalidArgument("TimeTokenForward needs a token model");
+    }
+    BatchShape shape;
+    shape.batch_size = static_cast<std::int64_t>(lengths.size());
+    shape.sequence_lengths = lengths;
+    LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, Rows(shape));
+    LTSERVE_RETURN_IF_ERROR(state_->SetSequences(lengths));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state_->stream()));
+    return TimeForward(rows, iterations);
   }
 
   Result<double> TimeForward(std::int64_t rows, int iterations) {
@@ -259,6 +277,14 @@ Result<double> GpuTimeForward(ExecutorInstance& instance, std::int64_t rows, int
   auto* gpu_instance = dynamic_cast<gpu::GpuInstance*>(&instance);
   if (gpu_instance == nullptr) return InvalidArgument("GpuTimeForward needs a GPU instance");
   return gpu_instance->TimeForward(rows, iterations);
+}
+
+Result<double> GpuTimeTokenForward(ExecutorInstance& instance,
+                                   std::span<const std::int32_t> sequence_lengths,
+                                   int iterations) {
+  auto* gpu_instance = dynamic_cast<gpu::GpuInstance*>(&instance);
+  if (gpu_instance == nullptr) return InvalidArgument("GpuTimeTokenForward needs a GPU instance");
+  return gpu_instance->TimeTokenForward(sequence_lengths, iterations);
 }
 
 }  // namespace ltserve

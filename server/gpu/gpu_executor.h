@@ -18,7 +18,9 @@
 //   gpu_device                CUDA device ordinal, default 0
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "common/status.h"
@@ -40,5 +42,11 @@ Result<std::unique_ptr<ExecutorFactory>> CreateGpuExecutorFactory(
 // back-to-back forward passes of a GPU instance at `rows` rows (graph replay when graphs are
 // on), inputs already on the device, timed with CUDA events on the instance's stream.
 Result<double> GpuTimeForward(ExecutorInstance& instance, std::int64_t rows, int iterations);
+
+// The same for a token model (an encoder) over a batch of sequences of `sequence_lengths`
+// tokens, packed: their sum is the rows timed.
+Result<double> GpuTimeTokenForward(ExecutorInstance& instance,
+                                   std::span<const std::int32_t> sequence_lengths,
+                                   int iterations);
 
 }  // namespace ltserve

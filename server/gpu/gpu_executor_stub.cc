@@ -18,4 +18,10 @@ Result<double> GpuTimeForward(ExecutorInstance& /*instance*/, std::int64_t /*row
   return Unavailable("built without CUDA");
 }
 
+Result<double> GpuTimeTokenForward(ExecutorInstance& /*instance*/,
+                                   std::span<const std::int32_t> /*sequence_lengths*/,
+                                   int /*iterations*/) {
+  return Unavailable("built without CUDA");
+}
+
 }  // namespace ltserve

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "common/float16.h"
+#include "gpu/attention.h"
 #include "gpu/cuda_check.h"
 
 namespace ltserve::gpu {
@@ -233,10 +234,15 @@ Status GpuModel::Lower() {
             steps_.push_back(LayerNormStep{o.input, o.residual, o.output,
                                            Append(host_weights_, o.gamma, ElemType::kFp32),
                                            Append(host_weights_, o.beta, ElemType::kFp32), o.eps});
-          } else {
-            return Unimplemented(
-                "the GPU executor does not run attention yet; serve this model with "
-                "device: cpu (or the TorchScript path)");
+          } else if constexpr (std::is_same_v<T, plan::AttentionOp>) {
+            if (o.head_dim < 1 || o.head_dim > kAttentionMaxHeadDim || o.num_heads > 65535) {
+              return Unimplemented("the GPU attention kernel takes head_dim 1.." +
+                                   std::to_string(kAttentionMaxHeadDim) +
+                                   " and up to 65535 heads; this model has " +
+                                   std::to_string(o.num_heads) + " heads of " +
+                                   std::to_string(o.head_dim));
+            }
+            steps_.push_back(AttentionStep{o.qkv, o.output, o.num_heads, o.head_dim});
           }
           return Status::Ok();
         },
@@ -260,6 +266,13 @@ int GpuModel::gemms() const {
   int count = 0;
   for (const Step& step : steps_) count += std::holds_alternative<GemmStep>(step) ? 1 : 0;
   return count;
+}
+
+bool GpuModel::has_attention() const {
+  for (const Step& step : steps_) {
+    if (std::holds_alternative<AttentionStep>(step)) return true;
+  }
+  return false;
 }
 
 int GpuModel::fused_gemms() const {

@@ -97,7 +97,15 @@ struct LayerNormStep {
   float eps = 1e-5f;
 };
 
-using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep>;
+// Fused self-attention over each sequence of the batch (attention.h).
+struct AttentionStep {
+  plan::ValueId qkv = plan::kNoValue;
+  plan::ValueId output = plan::kNoValue;
+  std::int64_t num_heads = 1;
+  std::int64_t head_dim = 0;
+};
+
+using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep, AttentionStep>;
 
 class GpuModel {
  public:
@@ -125,6 +133,7 @@ class GpuModel {
   const std::vector<std::string>& notes() const { return notes_; }
   int fused_gemms() const;
   int gemms() const;
+  bool has_attention() const;
 
  private:
   friend class DeviceState;  // DeviceState::Tune fills algos_ and may unfuse steps

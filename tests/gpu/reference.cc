@@ -1,5 +1,6 @@
 #include "reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <variant>
@@ -21,10 +22,42 @@ double Activate(plan::Activation act, double x) {
   return x;
 }
 
+// Self-attention of one sequence of `length` tokens starting at row `first`, straight from
+// the definition: every score, a max-shifted softmax, then the weighted sum of values.
+void AttendSequence(const plan::AttentionOp& op, const std::vector<double>& qkv,
+                    std::int64_t first, std::int64_t length, std::vector<double>& out) {
+  const std::int64_t d = op.num_heads * op.head_dim;
+  const double scale = 1 / std::sqrt(static_cast<double>(op.head_dim));
+  std::vector<double> p(length);
+  for (std::int64_t h = 0; h < op.num_heads; ++h) {
+    for (std::int64_t t = first; t < first + length; ++t) {
+      const double* q = &qkv[t * 3 * d + h * op.head_dim];
+      double max_score = -INFINITY;
+      for (std::int64_t j = 0; j < length; ++j) {
+        const double* k = &qkv[(first + j) * 3 * d + d + h * op.head_dim];
+        double dot = 0;
+        for (std::int64_t i = 0; i < op.head_dim; ++i) dot += q[i] * k[i];
+        p[j] = dot * scale;
+        max_score = std::max(max_score, p[j]);
+      }
+      double sum = 0;
+      for (double& v : p) sum += (v = std::exp(v - max_score));
+      for (std::int64_t i = 0; i < op.head_dim; ++i) {
+        double acc = 0;
+        for (std::int64_t j = 0; j < length; ++j) {
+          acc += p[j] * qkv[(first + j) * 3 * d + 2 * d + h * op.head_dim + i];
+        }
+        out[t * d + h * op.head_dim + i] = acc / sum;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<float>& input,
-                                     std::int64_t rows, const Quantize& quantize) {
+                                     std::int64_t rows, const Quantize& quantize,
+                                     std::span<const std::int32_t> sequence_lengths) {
   std::vector<std::vector<double>> values(plan.values().size());
   values[plan.input()].assign(input.begin(), input.begin() + rows * plan.input_width());
   auto width = [&](plan::ValueId id) { return plan.values()[id].width; };
@@ -34,13 +67,15 @@ std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<f
           using T = std::decay_t<decltype(o)>;
           if constexpr (std::is_same_v<T, plan::LinearOp>) {
             const auto& x = values[o.input];
+            std::vector<double> w(o.weight.size());  // quantized once, not per row
+            for (std::size_t i = 0; i < w.size(); ++i) w[i] = quantize(o.weight[i]);
             std::vector<double> y(rows * o.out_features);
             for (std::int64_t r = 0; r < rows; ++r) {
               for (std::int64_t n = 0; n < o.out_features; ++n) {
                 double sum = o.bias.empty() ? 0.0 : quantize(o.bias[n]);
-                for (std::int64_t k = 0; k < o.in_features; ++k) {
-                  sum += x[r * o.in_features + k] * quantize(o.weight[n * o.in_features + k]);
-                }
+                const double* x_row = &x[r * o.in_features];
+                const double* w_row = &w[n * o.in_features];
+                for (std::int64_t k = 0; k < o.in_features; ++k) sum += x_row[k] * w_row[k];
                 if (o.residual != plan::kNoValue) sum += values[o.residual][r * o.out_features + n];
                 y[r * o.out_features + n] = Activate(o.activation, sum);
               }
@@ -74,6 +109,14 @@ std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<f
                 if (!o.beta.empty()) v += o.beta[c];
                 y[r * w + c] = v;
               }
+            }
+            values[o.output] = std::move(y);
+          } else if constexpr (std::is_same_v<T, plan::AttentionOp>) {
+            std::vector<double> y(rows * o.num_heads * o.head_dim);
+            std::int64_t first = 0;
+            for (std::int32_t length : sequence_lengths) {
+              AttendSequence(o, values[o.qkv], first, length, y);
+              first += length;
             }
             values[o.output] = std::move(y);
           }

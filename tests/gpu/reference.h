@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "plan/plan.h"
@@ -14,8 +15,10 @@ namespace ltserve::testing {
 using Quantize = std::function<float(float)>;
 
 // Runs `plan` on `rows` rows of `input` (row-major [rows, input_width]); weights pass through
-// `quantize` first, as the executor converts them at load.
+// `quantize` first, as the executor converts them at load. For a token plan,
+// `sequence_lengths` splits the rows into the sequences attention works within.
 std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<float>& input,
-                                     std::int64_t rows, const Quantize& quantize);
+                                     std::int64_t rows, const Quantize& quantize,
+                                     std::span<const std::int32_t> sequence_lengths = {});
 
 }  // namespace ltserve::testing

@@ -15,11 +15,18 @@
 #include "common/float16.h"
 #include "gpu/gpu_executor.h"
 #include "reference.h"
+#include "test_support.h"
 
 namespace ltserve {
 namespace {
 
 using plan::Activation;
+using testing::Builder;
+using testing::RoundTo;
+using testing::Random;
+using testing::RelativeError;
+using testing::Rng;
+using testing::RunPoisoned;
 
 // ‖out − ref‖ / ‖ref‖ bounds. fp32 accumulates in fp32 (far under 1e-3); TF32 rounds the
 // operands to 10-bit mantissas (~3e-4 relative per product); fp16/bf16 also store every
@@ -29,43 +36,6 @@ constexpr double kTolTf32 = 3e-3;
 constexpr double kTolFp16 = 3e-3;
 constexpr double kTolBf16 = 2e-2;
 constexpr int kMaxBatch = 200;  // buckets 1..128 and 200: 127, 128 and 200 land differently
-
-std::mt19937& Rng() {
-  static std::mt19937 rng = [] {
-    const unsigned seed = std::random_device{}();
-    std::printf("random seed %u\n", seed);
-    return std::mt19937(seed);
-  }();
-  return rng;
-}
-
-std::vector<float> Random(std::size_t count, float scale) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> values(count);
-  for (float& v : values) v = dist(Rng());
-  return values;
-}
-
-struct Builder {
-  std::shared_ptr<plan::Plan> plan = std::make_shared<plan::Plan>();
-  plan::ValueId Value(std::int64_t width) {
-    return plan->AddValue("v" + std::to_string(plan->values().size()), width);
-  }
-  plan::ValueId Linear(plan::ValueId in, std::int64_t out_features, bool bias, Activation act,
-                       plan::ValueId residual = plan::kNoValue) {
-    plan::LinearOp op;
-    op.in_features = plan->values()[in].width;
-    op.out_features = out_features;
-    op.input = in;
-    op.output = Value(out_features);
-    op.residual = residual;
-    op.weight = Random(op.in_features * out_features, 1.0f / std::sqrt(float(op.in_features)));
-    if (bias) op.bias = Random(out_features, 0.5f);
-    op.activation = act;
-    plan->Append(op);
-    return op.output;
-  }
-};
 
 // Every op kind and every epilogue: BIAS, RELU_BIAS, GELU_BIAS, DEFAULT, RELU, GELU, residual
 // through C, erf GELU, SiLU/Tanh/Sigmoid after a matmul, LayerNorm(+residual), Add, standalone
@@ -141,83 +111,12 @@ ModelSpec Spec(const plan::Plan& plan, const std::string& precision, DataType io
   return spec;
 }
 
-float Quantize(float v, const std::string& precision) {
-  if (precision == "bf16") return Bf16ToFloat(FloatToBf16(v));
-  if (precision == "fp16") return Fp16ToFloat(FloatToFp16(v));
-  return v;
-}
-
 double Tolerance(const std::string& precision) {
   if (precision == "fp32") return kTolFp32;
   if (precision == "tf32") return kTolTf32;
   if (precision == "fp16") return kTolFp16;
   return kTolBf16;
 }
-
-void WriteInput(std::span<std::byte> buffer, const std::vector<float>& values, DataType io) {
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (io == DataType::kFp32) {
-      std::memcpy(buffer.data() + 4 * i, &values[i], 4);
-    } else {
-      const std::uint16_t bits =
-          io == DataType::kBf16 ? FloatToBf16(values[i]) : FloatToFp16(values[i]);
-      std::memcpy(buffer.data() + 2 * i, &bits, 2);
-    }
-  }
-}
-
-// Poisons the instance before the real run: a NaN batch through the whole model (every device
-// buffer the run touches), then NaN bytes over the host output buffer. Returns the output.
-std::vector<float> RunPoisoned(ExecutorInstance& instance, const plan::Plan& plan,
-                       const std::vector<float>& input, std::int64_t rows, DataType io) {
-  const std::size_t in_bytes = input.size() * ElementSize(io);
-  auto buffer = instance.InputBuffer(0, in_bytes);
-  EXPECT_TRUE(buffer.ok()) << buffer.status().ToString();
-  if (!buffer.ok()) return {};
-  WriteInput(buffer.value(), std::vector<float>(input.size(), std::nanf("")), io);
-  BatchShape shape;
-  shape.batch_size = rows;
-  EXPECT_TRUE(instance.Execute(shape, nullptr).ok());
-  std::span<const std::byte> poisoned = instance.Output(0);
-  std::memset(const_cast<std::byte*>(poisoned.data()), 0xff, poisoned.size());  // NaN bits
-
-  WriteInput(buffer.value(), input, io);
-  ExecuteTimings timings;
-  const Status status = instance.Execute(shape, &timings);
-  EXPECT_TRUE(status.ok()) << status.ToString();
-  EXPECT_GT(timings.infer_ns, 0u);
-  EXPECT_EQ(instance.OutputShape(0), (std::vector<std::int64_t>{rows, plan.output_width()}));
-  std::span<const std::byte> out = instance.Output(0);
-  const std::size_t count = static_cast<std::size_t>(rows * plan.output_width());
-  EXPECT_EQ(out.size(), count * ElementSize(io));
-  std::vector<float> result(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (io == DataType::kFp32) {
-      std::memcpy(&result[i], out.data() + 4 * i, 4);
-    } else {
-      std::uint16_t bits;
-      std::memcpy(&bits, out.data() + 2 * i, 2);
-      result[i] = io == DataType::kBf16 ? Bf16ToFloat(bits) : Fp16ToFloat(bits);
-    }
-  }
-  return result;
-}
-
-double RelativeError(const std::vector<float>& out, const std::vector<double>& ref) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(out[i])) return std::numeric_limits<double>::infinity();
-    diff += (out[i] - ref[i]) * (out[i] - ref[i]);
-    norm += ref[i] * ref[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-#define SKIP_WITHOUT_GPU()                                   \
-  do {                                                       \
-    std::string reason;                                      \
-    if (!GpuAvailable(&reason)) GTEST_SKIP() << "no GPU: " << reason; \
-  } while (false)
 
 struct Case {
   std::string precision;
@@ -249,11 +148,11 @@ void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
   const std::string precision = c.precision;
-  auto quantize = [&](float v) { return Quantize(v, precision); };
+  auto quantize = [&](float v) { return RoundTo(v, precision); };
   for (std::int64_t rows : {1, 3, 127, 128, kMaxBatch}) {
     std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
     // What reaches the first matmul: the I/O dtype's rounding, then the compute dtype's.
-    for (float& v : input) v = quantize(Quantize(v, c.io == DataType::kFp32 ? "fp32"
+    for (float& v : input) v = quantize(RoundTo(v, c.io == DataType::kFp32 ? "fp32"
                                                     : c.io == DataType::kBf16 ? "bf16" : "fp16"));
     const std::vector<float> out = RunPoisoned(*instance.value(), *plan, input, rows, c.io);
     const std::vector<double> ref = testing::ReferenceForward(*plan, input, rows, quantize);
@@ -449,11 +348,12 @@ TEST(GpuExecutor, RejectsBadParametersAndUnsupportedModels) {
             StatusCode::kInvalidArgument);
   std::filesystem::remove(cache);
 
+  // Attention heads wider than the kernel holds.
   Builder b;
   const auto in = b.Value(48);
-  const auto qkv = b.Linear(in, 144, true, Activation::kNone);
-  const auto attn = b.Value(48);
-  b.plan->Append(plan::AttentionOp{qkv, attn, 4, 12});
+  const auto qkv = b.Linear(in, 3 * 2 * 160, true, Activation::kNone);
+  const auto attn = b.Value(2 * 160);
+  b.plan->Append(plan::AttentionOp{qkv, attn, 2, 160});
   b.plan->SetInput(in, plan::InputKind::kTokens);
   b.plan->SetOutput(attn);
   ModelSpec tokens = Spec(*b.plan, "bf16", DataType::kFp32);

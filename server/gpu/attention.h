@@ -1,0 +1,44 @@
+// Fused multi-head self-attention over packed variable-length sequences: softmax(q·kᵀ·scale)·v
+// per sequence and head in one pass per block of queries (online softmax with an fp32 running
+// max, sum and accumulator), so the score matrix never reaches memory.
+//
+// Which sequences a batch holds is data, not launch configuration: the kernel reads the
+// sequence offsets and its work list from a device buffer (attention_batch.h) that the host
+// refills per batch with an asynchronous copy. The grid depends only on the bucket's token
+// count, which is what lets one CUDA graph per bucket replay any mix of lengths.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gpu/kernels.h"
+
+namespace ltserve::gpu {
+
+// Queries one block of the kernel handles (one warp each).
+constexpr int kAttentionQueriesPerBlock = 8;
+// The largest head_dim the kernel holds in shared memory and registers.
+constexpr std::int64_t kAttentionMaxHeadDim = 128;
+
+// Layout of the per-batch int32 buffer the kernel reads, for a capacity of `max_tokens`
+// tokens (hence at most that many non-empty sequences and work items):
+//   [0]                                  number of work items
+//   [1, 1 + max_tokens]                  cu_seqlens: first token of each sequence, then the total
+//   [AttentionWorkOffset(max_tokens) ..) per work item: sequence index, first query
+constexpr std::int64_t AttentionWorkOffset(std::int64_t max_tokens) { return 2 + max_tokens; }
+constexpr std::int64_t AttentionBatchInts(std::int64_t max_tokens) {
+  return AttentionWorkOffset(max_tokens) + 2 * max_tokens;
+}
+
+// out[t, h·head_dim + i] = Σ_j softmax_j(q_t·k_j / √head_dim) · v_j[i] over the keys j of t's
+// sequence, for every token t of the batch described by `batch` (device memory, the layout
+// above). `qkv` is [tokens, 3·num_heads·head_dim] (q | k | v, heads contiguous within each),
+// `out` is [tokens, num_heads·head_dim], both of element type `type`; math in fp32.
+// `bucket_tokens` bounds the tokens of any batch this launch will see (it sizes the grid).
+cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
+                            std::int64_t max_tokens, std::int64_t bucket_tokens,
+                            std::int64_t num_heads, std::int64_t head_dim, ElemType type,
+                            cudaStream_t stream);
+
+}  // namespace ltserve::gpu

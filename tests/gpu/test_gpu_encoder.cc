@@ -1,0 +1,317 @@
+// Transformer encoder plans on the GPU executor: the fused attention kernel alone and whole
+// encoder layers (both LayerNorm orders, ReLU and GELU, 1 to 12 heads) against the double
+// reference (reference.h) on packed sequences of mixed lengths; a mixed batch against each of
+// its sequences run alone; graph replay of lengths never seen at capture; bad token batches.
+// Every test skips, saying why, where no GPU is usable.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_executor.h"
+#include "reference.h"
+#include "test_support.h"
+
+namespace ltserve {
+namespace {
+
+using plan::Activation;
+using testing::Builder;
+using testing::RoundTo;
+using testing::Random;
+using testing::RelativeDifference;
+using testing::RelativeError;
+using testing::Rng;
+using testing::RunPoisoned;
+
+// ‖out − ref‖ / ‖ref‖ bounds. fp32: fp32 accumulation over at most 3072 products and 512
+// keys, ~1e-6 in practice; the bound leaves room for the longest sums. bf16: every
+// intermediate (qkv, attention output, hidden layer, each residual sum) is stored with an
+// 8-bit mantissa (~2e-3 relative per rounding, about ten roundings per layer, partly
+// cancelling), plus the tanh GELU epilogue's ≤ 1e-3 absolute difference from erf.
+constexpr double kTolLayerFp32 = 1e-4;
+constexpr double kTolLayerBf16 = 2e-2;
+// Attention alone: fp32 math on inputs the reference sees rounded the same way, so only the
+// output's rounding (bf16) or fp32 summation order (fp32) differs.
+constexpr double kTolAttentionFp32 = 1e-5;
+constexpr double kTolAttentionBf16 = 1e-2;
+constexpr std::int64_t kMaxTokens = 1024;  // buckets 1, 2, 4, ..., 512, 1024
+
+std::vector<std::int32_t> MixedLengths(std::int64_t width) {
+  // d 768 stops at 128 tokens a sequence: the double reference of a 512-token sequence at
+  // that width costs seconds of CPU; 512 runs at the narrower widths.
+  if (width >= 512) return {1, 7, 128};
+  return {1, 7, 128, 512};
+}
+
+ModelSpec TokenSpec(const plan::Plan& plan, const std::string& precision) {
+  ModelSpec spec;
+  spec.name = "encoder";
+  spec.max_batch_size = 8;
+  spec.inputs = {TensorSpec{"x", DataType::kFp32, {-1, plan.input_width()}}};
+  spec.outputs = {TensorSpec{"y", DataType::kFp32, {-1, plan.output_width()}}};
+  spec.parameters["precision"] = precision;
+  spec.parameters["max_tokens_per_batch"] = std::to_string(kMaxTokens);
+  spec.parameters["algo_candidates"] = "2";  // load time: tuning is not under test here
+  return spec;
+}
+
+std::int64_t Sum(const std::vector<std::int32_t>& lengths) {
+  return std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
+}
+
+// Runs `lengths` packed through `instance` and checks the result against the reference;
+// returns the output.
+std::vector<float> CheckBatch(ExecutorInstance& instance, const plan::Plan& plan,
+                              const std::string& precision,
+                              const std::vector<std::int32_t>& lengths, float input_scale,
+                              double tolerance) {
+  const std::int64_t tokens = Sum(lengths);
+  auto quantize = [&](float v) { return RoundTo(v, precision); };
+  std::vector<float> input = Random(tokens * plan.input_width(), input_scale);
+  for (float& v : input) v = quantize(v);  // what the first kernel reads
+  const std::vector<float> out =
+      RunPoisoned(instance, plan, input, tokens, DataType::kFp32, lengths);
+  const std::vector<double> ref =
+      testing::ReferenceForward(plan, input, tokens, quantize, lengths);
+  const double error = RelativeError(out, ref);
+  std::string shape;
+  for (std::int32_t length : lengths) shape += std::to_string(length) + " ";
+  std::printf("%s lengths [ %s] relative error %.3g\n", precision.c_str(), shape.c_str(), error);
+  EXPECT_LE(error, tolerance) << "lengths [ " << shape << "]";
+  return out;
+}
+
+// The mixed batch, then each sequence alone: each against the reference, and each alone
+// against its rows of the mixed batch (GEMM algorithms differ between buckets, so the bound
+// is the tolerance, not bit equality; a sequence seeing another's keys would miss it by O(1)).
+void CheckMixedAndAlone(const std::shared_ptr<const plan::Plan>& plan,
+                        const std::string& precision, const std::vector<std::int32_t>& lengths,
+                        float input_scale, double tolerance) {
+  auto factory = CreateGpuExecutorFactory(plan, TokenSpec(*plan, precision));
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  std::printf("%s\n", factory.value()->Describe().c_str());
+  auto instance = factory.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  const std::int64_t tokens = Sum(lengths);
+  auto quantize = [&](float v) { return RoundTo(v, precision); };
+  std::vector<float> input = Random(tokens * plan->input_width(), input_scale);
+  for (float& v : input) v = quantize(v);
+  const std::vector<float> mixed =
+      RunPoisoned(*instance.value(), *plan, input, tokens, DataType::kFp32, lengths);
+  const double error = RelativeError(
+      mixed, testing::ReferenceForward(*plan, input, tokens, quantize, lengths));
+  std::printf("%s mixed batch of %zu sequences, %ld tokens: relative error %.3g\n",
+              precision.c_str(), lengths.size(), static_cast<long>(tokens), error);
+  EXPECT_LE(error, tolerance);
+  std::int64_t first = 0;
+  for (std::int32_t length : lengths) {
+    const std::vector<float> alone_input(input.begin() + first * plan->input_width(),
+                                         input.begin() + (first + length) * plan->input_width());
+    const std::vector<std::int32_t> one{length};
+    const std::vector<float> alone =
+        RunPoisoned(*instance.value(), *plan, alone_input, length, DataType::kFp32, one);
+    const std::vector<float> rows(mixed.begin() + first * plan->output_width(),
+                                  mixed.begin() + (first + length) * plan->output_width());
+    const double difference = RelativeDifference(alone, rows);
+    std::printf("  sequence of %d alone vs in the batch: relative difference %.3g\n", length,
+                difference);
+    EXPECT_LE(difference, tolerance) << "sequence of " << length;
+    first += length;
+  }
+}
+
+// ---- The attention kernel alone: the plan's input is the packed q | k | v.
+
+struct AttentionCase {
+  std::int64_t heads;
+  std::int64_t head_dim;
+  std::string precision;
+  friend void PrintTo(const AttentionCase& c, std::ostream* out) {
+    *out << c.heads << "x" << c.head_dim << " " << c.precision;
+  }
+};
+
+std::shared_ptr<const plan::Plan> AttentionPlan(std::int64_t heads, std::int64_t head_dim) {
+  Builder b;
+  const auto qkv = b.Value(3 * heads * head_dim);
+  const auto out = b.Attention(qkv, heads);
+  b.plan->SetInput(qkv, plan::InputKind::kTokens);
+  b.plan->SetOutput(out);
+  EXPECT_TRUE(b.plan->Validate().ok());
+  return b.plan;
+}
+
+class AttentionKernelTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(AttentionKernelTest, MatchesReferenceOnMixedLengthsAndEachAlone) {
+  SKIP_WITHOUT_GPU();
+  const AttentionCase& c = GetParam();
+  // Lengths around the 32-key tile and the 8-query block; inputs of scale 3 give scores of
+  // standard deviation ~3, so the online softmax's running max changes between tiles.
+  CheckMixedAndAlone(AttentionPlan(c.heads, c.head_dim), c.precision, {1, 2, 31, 32, 33, 100, 512},
+                     3.0f, c.precision == "fp32" ? kTolAttentionFp32 : kTolAttentionBf16);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, AttentionKernelTest,
+    ::testing::Values(AttentionCase{1, 1, "fp32"}, AttentionCase{2, 15, "fp32"},
+                      AttentionCase{4, 32, "bf16"}, AttentionCase{3, 64, "fp16"},
+                      AttentionCase{1, 128, "fp32"}, AttentionCase{1, 128, "bf16"},
+                      AttentionCase{12, 64, "fp32"}, AttentionCase{12, 64, "bf16"}),
+    [](const auto& info) {
+      return std::to_string(info.param.heads) + "x" + std::to_string(info.param.head_dim) + "_" +
+             info.param.precision;
+    });
+
+// ---- Whole encoder layers, as nn.TransformerEncoderLayer computes them.
+
+struct LayerCase {
+  std::int64_t d;
+  std::int64_t heads;
+  std::int64_t ffn;
+  Activation activation;
+  bool norm_first;
+  std::string precision;
+  friend void PrintTo(const LayerCase& c, std::ostream* out) {
+    *out << "d " << c.d << " heads " << c.heads << " ffn " << c.ffn << " "
+         << plan::ActivationName(c.activation) << (c.norm_first ? " norm_first " : " post-norm ")
+         << c.precision;
+  }
+};
+
+// norm_first = false: x = norm1(x + out_proj(attn(x))); x = norm2(x + linear2(act(linear1(x)))),
+//   the first residual taken by the LayerNorm, the second fused into linear2.
+// norm_first = true:  x = x + out_proj(attn(norm1(x))); x = x + linear2(act(linear1(norm2(x)))),
+//   both residuals fused into their projections.
+std::shared_ptr<const plan::Plan> EncoderLayerPlan(const LayerCase& c) {
+  Builder b;
+  const auto x = b.Value(c.d);
+  plan::ValueId y = plan::kNoValue;
+  if (c.norm_first) {
+    const auto qkv = b.Linear(b.LayerNorm(x), 3 * c.d, true, Activation::kNone);
+    const auto attended = b.Linear(b.Attention(qkv, c.heads), c.d, true, Activation::kNone, x);
+    const auto hidden = b.Linear(b.LayerNorm(attended), c.ffn, true, c.activation);
+    y = b.Linear(hidden, c.d, true, Activation::kNone, attended);
+  } else {
+    const auto qkv = b.Linear(x, 3 * c.d, true, Activation::kNone);
+    const auto projected = b.Linear(b.Attention(qkv, c.heads), c.d, true, Activation::kNone);
+    const auto h = b.LayerNorm(projected, x);
+    const auto hidden = b.Linear(h, c.ffn, true, c.activation);
+    y = b.LayerNorm(b.Linear(hidden, c.d, true, Activation::kNone, h));
+  }
+  b.plan->SetInput(x, plan::InputKind::kTokens);
+  b.plan->SetOutput(y);
+  EXPECT_TRUE(b.plan->Validate().ok());
+  return b.plan;
+}
+
+class EncoderLayerTest : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(EncoderLayerTest, MatchesReferenceOnMixedLengthsAndEachAlone) {
+  SKIP_WITHOUT_GPU();
+  const LayerCase& c = GetParam();
+  CheckMixedAndAlone(EncoderLayerPlan(c), c.precision, MixedLengths(c.d), 1.0f,
+                     c.precision == "fp32" ? kTolLayerFp32 : kTolLayerBf16);
+}
+
+std::vector<LayerCase> LayerCases() {
+  std::vector<LayerCase> cases;
+  for (const std::string precision : {"fp32", "bf16"}) {
+    cases.push_back({64, 1, 96, Activation::kRelu, false, precision});
+    cases.push_back({64, 4, 128, Activation::kGeluErf, true, precision});
+    cases.push_back({60, 4, 72, Activation::kGeluTanh, true, precision});  // head_dim 15
+    cases.push_back({768, 12, 3072, Activation::kGeluErf, false, precision});
+    cases.push_back({768, 12, 3072, Activation::kRelu, true, precision});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, EncoderLayerTest, ::testing::ValuesIn(LayerCases()),
+                         [](const auto& info) {
+                           const LayerCase& c = info.param;
+                           return "d" + std::to_string(c.d) + "_h" + std::to_string(c.heads) +
+                                  "_" + plan::ActivationName(c.activation) +
+                                  (c.norm_first ? "_norm_first_" : "_post_norm_") + c.precision;
+                         });
+
+// ---- Graphs, empty sequences, errors.
+
+TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRuns) {
+  SKIP_WITHOUT_GPU();
+  auto plan = EncoderLayerPlan({64, 4, 128, Activation::kGeluErf, false, "bf16"});
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                      ("ltserve_encoder_cache_" + std::to_string(Rng()()));
+  ModelSpec spec = TokenSpec(*plan, "bf16");
+  spec.parameters["algo_cache_file"] = cache.string();
+  auto graphed = CreateGpuExecutorFactory(plan, spec);
+  ASSERT_TRUE(graphed.ok()) << graphed.status().ToString();
+  spec.parameters["cuda_graphs"] = "false";
+  auto eager = CreateGpuExecutorFactory(plan, spec);  // the same algorithms, from the file
+  ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+  auto a = graphed.value()->CreateInstance(0);
+  auto b = eager.value()->CreateInstance(0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Same bucket (64 tokens) with different splits, then other buckets.
+  const std::vector<std::vector<std::int32_t>> batches{
+      {64}, {1, 63}, {33, 31}, {8, 8, 8, 8, 8, 8, 8, 8}, {5}, {300, 1, 200}, {1024}};
+  for (const auto& lengths : batches) {
+    const std::int64_t tokens = Sum(lengths);
+    const std::vector<float> input = Random(tokens * plan->input_width(), 1.0f);
+    const auto x = RunPoisoned(*a.value(), *plan, input, tokens, DataType::kFp32, lengths);
+    const auto y = RunPoisoned(*b.value(), *plan, input, tokens, DataType::kFp32, lengths);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0)
+        << lengths.size() << " sequences of " << tokens << " tokens";
+  }
+  std::filesystem::remove(cache);
+}
+
+TEST(GpuEncoder, EmptySequencesInABatchAreSkipped) {
+  SKIP_WITHOUT_GPU();
+  auto plan = EncoderLayerPlan({64, 4, 128, Activation::kRelu, true, "fp32"});
+  auto factory = CreateGpuExecutorFactory(plan, TokenSpec(*plan, "fp32"));
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  auto instance = factory.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  CheckBatch(*instance.value(), *plan, "fp32", {0, 3, 0, 0, 9, 0}, 1.0f, kTolLayerFp32);
+}
+
+TEST(GpuEncoder, RejectsBadTokenBatches) {
+  SKIP_WITHOUT_GPU();
+  auto plan = AttentionPlan(2, 16);
+  auto factory = CreateGpuExecutorFactory(plan, TokenSpec(*plan, "bf16"));
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  auto instance = factory.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  ExecutorInstance& exec = *instance.value();
+  std::vector<std::int32_t> too_many_sequences(kMaxTokens + 1, 0);
+  too_many_sequences[0] = 1;
+  const std::vector<std::vector<std::int32_t>> bad{
+      {}, {0, 0}, {-1, 5}, {static_cast<std::int32_t>(kMaxTokens) + 1}, {600, 600},
+      too_many_sequences};
+  for (const auto& lengths : bad) {
+    BatchShape shape;
+    shape.batch_size = std::ssize(lengths);
+    shape.sequence_lengths = lengths;
+    EXPECT_EQ(exec.Execute(shape, nullptr).code(), StatusCode::kInvalidArgument)
+        << lengths.size() << " sequences";
+    EXPECT_TRUE(exec.Output(0).empty());
+  }
+  const std::vector<std::int32_t> three{3, 4, 5};
+  BatchShape mismatched;
+  mismatched.batch_size = 2;  // lengths for 3 sequences
+  mismatched.sequence_lengths = three;
+  EXPECT_EQ(exec.Execute(mismatched, nullptr).code(), StatusCode::kInvalidArgument);
+  // The instance still serves after the errors.
+  CheckBatch(exec, *plan, "bf16", three, 1.0f, kTolAttentionBf16);
+}
+
+}  // namespace
+}  // namespace ltserve
