@@ -180,6 +180,11 @@ Result<ModelOptions> ParseModelOptions(const plan::Plan& plan, const ModelSpec& 
     }
     LTSERVE_ASSIGN_OR_RETURN(options.capacity_rows,
                              IntParam(spec, "max_tokens_per_batch", max_batch * per_sequence, 1));
+    if (options.capacity_rows < 1) {
+      return InvalidArgument(
+          "a token model whose sequence length is variable needs the parameter "
+          "max_tokens_per_batch (the packed tokens an instance is sized for)");
+    }
   }
   return options;
 }

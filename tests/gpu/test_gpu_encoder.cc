@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <ostream>
@@ -311,6 +312,22 @@ TEST(GpuEncoder, RejectsBadTokenBatches) {
   EXPECT_EQ(exec.Execute(mismatched, nullptr).code(), StatusCode::kInvalidArgument);
   // The instance still serves after the errors.
   CheckBatch(exec, *plan, "bf16", three, 1.0f, kTolAttentionBf16);
+}
+
+TEST(GpuEncoder, VariableLengthWithoutATokenBudgetIsALoadError) {
+  SKIP_WITHOUT_GPU();
+  auto plan = AttentionPlan(2, 16);
+  ModelSpec spec = TokenSpec(*plan, "bf16");
+  spec.parameters.erase("max_tokens_per_batch");  // dims [-1, width]: no length to size by
+  EXPECT_EQ(CreateGpuExecutorFactory(plan, spec).status().code(), StatusCode::kInvalidArgument);
+  spec.parameters["max_tokens_per_batch"] = "0";
+  EXPECT_EQ(CreateGpuExecutorFactory(plan, spec).status().code(), StatusCode::kInvalidArgument);
+  spec.inputs[0].dims = {16, plan->input_width()};  // fixed length: 8 sequences of 16 tokens
+  spec.parameters.erase("max_tokens_per_batch");
+  auto factory = CreateGpuExecutorFactory(plan, spec);
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  EXPECT_NE(factory.value()->Describe().find("up to 128 rows"), std::string::npos)
+      << factory.value()->Describe();
 }
 
 }  // namespace
