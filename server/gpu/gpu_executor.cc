@@ -64,11 +64,12 @@ class GpuInstance final : public ExecutorInstance {
                            ElemSize(options.output_type);
     cudaStream_t stream = state_->stream();
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[0].get(), stream));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state_->input_device(), pinned_input_.data(),
-                                                 in_bytes, cudaMemcpyHostToDevice, stream));
+    // First, since it validates the lengths: a rejected batch enqueues no copy of its input.
     if (model_->plan().input_kind() == plan::InputKind::kTokens) {
       LTSERVE_RETURN_IF_ERROR(state_->SetSequences(shape.sequence_lengths));
     }
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state_->input_device(), pinned_input_.data(),
+                                                 in_bytes, cudaMemcpyHostToDevice, stream));
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[1].get(), stream));
     LTSERVE_RETURN_IF_ERROR(Launch(bucket));
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2].get(), stream));
