@@ -45,8 +45,8 @@ constexpr double kTolAttentionBf16 = 1e-2;
 constexpr std::int64_t kMaxTokens = 1024;  // buckets 1, 2, 4, ..., 512, 1024
 
 std::vector<std::int32_t> MixedLengths(std::int64_t width) {
-  // d 768 stops at 128 tokens a sequence: the double reference of a 512-token sequence at
-  // that width costs seconds of CPU; 512 runs at the narrower widths.
+  // d 768 stops at 128 tokens a sequence here: the double reference of a 512-token sequence
+  // at that width costs seconds of CPU, so it runs once (Bf16LayerOfWidth768...At512Tokens).
   if (width >= 512) return {1, 7, 128};
   return {1, 7, 128, 512};
 }
@@ -241,6 +241,17 @@ INSTANTIATE_TEST_SUITE_P(Gpu, EncoderLayerTest, ::testing::ValuesIn(LayerCases()
                                   "_" + plan::ActivationName(c.activation) +
                                   (c.norm_first ? "_norm_first_" : "_post_norm_") + c.precision;
                          });
+
+// BERT-base's width at its longest sequence, once (the double reference takes seconds here).
+TEST(GpuEncoder, Bf16LayerOfWidth768MatchesReferenceAt512Tokens) {
+  SKIP_WITHOUT_GPU();
+  auto plan = EncoderLayerPlan({768, 12, 3072, Activation::kGeluErf, false, "bf16"});
+  auto factory = CreateGpuExecutorFactory(plan, TokenSpec(*plan, "bf16"));
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  auto instance = factory.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  CheckBatch(*instance.value(), *plan, "bf16", {512}, 1.0f, kTolLayerBf16);
+}
 
 // ---- Graphs, empty sequences, errors.
 
