@@ -1,7 +1,8 @@
 """Writes the two benchmark models as TorchScript (fp32 weights, as a checkpoint holds them).
 
 mlp.pt: 1024-4096-4096-1024 with ReLU; ffn.pt: 4096-16384-4096 with GELU (tanh form, the one
-cuBLASLt's epilogue computes, so both sides compute the same function).
+cuBLASLt's epilogue computes, so both sides compute the same function); encoder.pt: a
+BERT-base-sized nn.TransformerEncoder (d 768, 12 heads, ffn 3072, 12 layers, GELU).
 Usage: python3 bench/export_bench_models.py OUT_DIR
 """
 import sys
@@ -24,7 +25,11 @@ def main() -> None:
         nn.Linear(4096, 16384), nn.GELU(approximate="tanh"),
         nn.Linear(16384, 4096),
     ).eval()
-    for name, module in (("mlp", mlp), ("ffn", ffn)):
+    # BERT-base-sized encoder as in the issue: post-norm, exact GELU, batch_first.
+    encoder = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True),
+        12, enable_nested_tensor=False).eval()
+    for name, module in (("mlp", mlp), ("ffn", ffn), ("encoder", encoder)):
         torch.jit.script(module).save(str(out / f"{name}.pt"))
         print(f"wrote {out / name}.pt")
 

@@ -32,7 +32,7 @@ echo "== GPU executor build"
 {
   cmake -S scripts/gpu-only -B build-gpu-only -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_CUDA_ARCHITECTURES=90 &&
-  cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench
+  cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
 
 echo "== GPU tests"
@@ -40,12 +40,18 @@ echo "== GPU tests"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |relative error|gelu_epilogue|Failure|error:" \
   "$OUT/test_gpu_executor.log" | tail -60
 
-if [[ ${RUN_BENCH:-1} == 1 ]]; then
-echo "== benchmark"
 python3 bench/export_bench_models.py build-gpu-only/bench_models > "$OUT/export.log" 2>&1 || status=1
-./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models ${BENCH_MAX_BATCH:-8192} \
-  > "$OUT/bench.md" 2> "$OUT/bench.log" || status=1
-cat "$OUT/bench.log" "$OUT/bench.md"
+if [[ ${RUN_BENCH:-1} == 1 ]]; then
+  echo "== benchmark"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models ${BENCH_MAX_BATCH:-8192} \
+    > "$OUT/bench.md" 2> "$OUT/bench.log" || status=1
+  cat "$OUT/bench.log" "$OUT/bench.md"
+fi
+if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
+  echo "== encoder benchmark"
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \
+    > "$OUT/encoder.md" 2> "$OUT/encoder.log" || status=1
+  cat "$OUT/encoder.log" "$OUT/encoder.md"
 fi
 
 if [[ ${FULL_BUILD:-1} == 1 ]]; then
