@@ -253,8 +253,10 @@ Status DeviceState::Tune(GpuModel& model) {
     for (std::uint8_t chosen : model.small_batch_[s]) small_batch += chosen;
   }
   if (from_cache > 0) {
-    model.notes_.push_back(std::to_string(from_cache) + " GEMM algorithms read from " +
-                           options.algo_cache_file);
+    // Repeated shapes (the layers of an encoder) hit the cache too, file or not.
+    model.notes_.push_back(std::to_string(from_cache) + " GEMM algorithms from the cache" +
+                           (options.algo_cache_file.empty() ? std::string(" (shapes timed earlier in this load)")
+                                                            : " (" + options.algo_cache_file + ")"));
   }
   if (small_batch > 0) {
     model.notes_.push_back("small-batch kernel for " + std::to_string(small_batch) +
