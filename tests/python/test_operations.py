@@ -253,3 +253,53 @@ def test_health_watch_sees_shutdown(small_repo, pb):
     assert pb.health.HealthCheckResponse.NOT_SERVING in statuses, statuses
     assert server.process.wait(timeout=60) == 0
     channel.close()
+
+
+# --- deadlines and cancellation through gRPC ----------------------------------------------------
+
+# Well inside SLOW_QUEUE_DELAY_US: the request is still queued when its deadline passes or its
+# client gives up.
+CLIENT_GIVES_UP_S = 0.05
+
+
+def test_grpc_deadline_and_cancellation_leave_the_queue(model_repo, pb):
+    repo = Path(tempfile.mkdtemp(prefix="ltserve-cancel-"))
+    make_slow_batching_model(model_repo, repo)
+    server = start_server(repo)
+    try:
+        channel = grpc.insecure_channel(server.grpc_address)
+        stub = pb.service_grpc.GRPCInferenceServiceStub(channel)
+        x = np.ones((1, DEMO_IN), np.float32)
+        labels = dict(model="slow_mlp", version="1")
+        before = scrape(server.http_port)
+
+        _, request = infer_request(pb, "slow_mlp", x)
+        with pytest.raises(grpc.RpcError) as error:
+            stub.ModelInfer(request, timeout=CLIENT_GIVES_UP_S)
+        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+        future = stub.ModelInfer.future(request)
+        time.sleep(CLIENT_GIVES_UP_S)
+        assert future.cancel()
+
+        # The server answers both well before the batching window would have run them.
+        deadline = time.monotonic() + SLOW_QUEUE_DELAY_US / 1e6 * 10
+        while time.monotonic() < deadline:
+            after = scrape(server.http_port)
+            timeouts = value(after, "ltserve_request_failure_total", reason="timeout", **labels) - \
+                value(before, "ltserve_request_failure_total", reason="timeout", **labels)
+            cancels = value(after, "ltserve_request_failure_total", reason="cancelled", **labels) - \
+                value(before, "ltserve_request_failure_total", reason="cancelled", **labels)
+            # A failure is counted before its request leaves the pending gauge.
+            pending = value(after, "ltserve_pending_requests", **labels)
+            if timeouts >= 1 and cancels >= 1 and pending == 0:
+                break
+            time.sleep(0.02)
+        assert (timeouts, cancels, pending) == (1, 1, 0)
+        # Neither was executed: no sample was inferred.
+        assert value(after, "ltserve_inference_count_total", **labels) == \
+            value(before, "ltserve_inference_count_total", **labels)
+        channel.close()
+    finally:
+        assert server.terminate() == 0
+        shutil.rmtree(repo, ignore_errors=True)
