@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Writes Triton-layout model repositories of TorchScript models for ltserve.
 
-  python models/export_models.py --repo DIR --set demo|test
+  python models/export_models.py --repo DIR --set demo|test|encoder
 
 Layout: DIR/<model>/config.pbtxt and DIR/<model>/1/model.pt. Weights come from a fixed seed,
 so two runs write the same models. `demo` holds the models the server ships with; `test` holds
 one model per module type the loader lowers (scripted and traced), the I/O precision variants,
-and models it must refuse to lower, for the C++ tests of server/torch and server/cpu.
+and models it must refuse to lower, for the C++ tests of server/torch and server/cpu; `encoder`
+holds transformer encoders (models/encoder_models.py).
 Model files are build products: they are never committed.
 """
 
@@ -17,13 +18,17 @@ import sys
 import torch
 from torch import nn
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from encoder_models import export_encoders  # noqa: E402  (the sibling module, found by path)
+
 SEED = 20261130
 # The widths the tests use: odd on purpose, so no kernel may assume a multiple of 8 or 16.
 ODD_IN = 37
 ODD_HIDDEN = 1000
 TEST_MAX_BATCH = 64
 
-TYPE_NAMES = {torch.float32: "TYPE_FP32", torch.float16: "TYPE_FP16", torch.bfloat16: "TYPE_BF16"}
+TYPE_NAMES = {torch.float32: "TYPE_FP32", torch.float16: "TYPE_FP16", torch.bfloat16: "TYPE_BF16",
+              torch.bool: "TYPE_BOOL"}
 
 
 class ModuleListChain(nn.Module):
@@ -134,7 +139,9 @@ class Exporter:
             exported = torch.jit.script(module)
         else:
             batch = 3
-            example = tuple(torch.randn(batch, *dims).to(dtype) for _, dtype, dims in inputs)
+            # A variable dim (a sequence) is traced at an odd length; the trace keeps it variable.
+            example = tuple(torch.randn(batch, *[7 if d < 0 else d for d in dims]).to(dtype)
+                            for _, dtype, dims in inputs)
             with torch.no_grad():
                 exported = torch.jit.trace(module, example)
         version_dir = self.repo / name / "1"
@@ -219,11 +226,13 @@ def export_test(exporter):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, help="model repository folder to write")
-    parser.add_argument("--set", choices=("demo", "test"), default="demo", dest="which")
+    parser.add_argument("--set", choices=("demo", "test", "encoder"), default="demo", dest="which")
     args = parser.parse_args(argv)
     exporter = Exporter(args.repo)
     if args.which == "demo":
         export_demo(exporter)
+    elif args.which == "encoder":
+        export_encoders(exporter, SEED)
     else:
         export_test(exporter)
     return 0

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <charconv>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -45,15 +46,14 @@ Result<at::ScalarType> PlanIoType(const TensorSpec& tensor) {
 // The instance runs ops over preallocated buffers, so no op may write a value it reads, nor
 // the input (which may be the caller's staging buffer).
 Status CheckSupported(const plan::Plan& plan) {
-  if (plan.input_kind() != plan::InputKind::kRows) {
-    return Unimplemented("the CPU executor runs row plans only (token plans need attention)");
-  }
   for (std::size_t i = 0; i < plan.ops().size(); ++i) {
     Status status = std::visit(
         [&](const auto& op) -> Status {
           using T = std::decay_t<decltype(op)>;
           if constexpr (std::is_same_v<T, plan::AttentionOp>) {
-            return Unimplemented("the CPU executor has no attention yet");
+            if (op.output == op.qkv || op.output == plan.input()) {
+              return Unimplemented("plan op " + std::to_string(i) + " writes a value it reads");
+            }
           } else if constexpr (std::is_same_v<T, plan::AddOp>) {
             if (op.output == op.a || op.output == op.b || op.output == plan.input()) {
               return Unimplemented("plan op " + std::to_string(i) + " writes a value it reads");
@@ -106,6 +106,24 @@ class CpuPlanFactory : public ExecutorFactory {
   std::shared_ptr<const CpuModel> model_;
 };
 
+Result<std::int64_t> PositiveParameter(const ModelSpec& spec, const std::string& name,
+                                       std::int64_t fallback) {
+  auto found = spec.parameters.find(name);
+  if (found == spec.parameters.end()) return fallback;
+  std::int64_t value = 0;
+  const std::string& text = found->second;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1) {
+    return InvalidArgument("parameter " + name + " is '" + text + "'; expected an integer > 0");
+  }
+  return value;
+}
+
+// Per-token widths for a token plan ([seq, width] dims), per-sample widths otherwise.
+std::int64_t ConfiguredWidth(const TensorSpec& tensor, bool tokens) {
+  return tokens && !tensor.dims.empty() ? tensor.dims.back() : aten::ElementCount(tensor.dims);
+}
+
 Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::Plan> plan,
                                                    const ModelSpec& spec) {
   if (spec.inputs.size() != 1 || spec.outputs.size() != 1) {
@@ -116,8 +134,12 @@ Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::P
   auto model = std::make_shared<CpuModel>();
   LTSERVE_ASSIGN_OR_RETURN(model->input_dtype, PlanIoType(spec.inputs[0]));
   LTSERVE_ASSIGN_OR_RETURN(model->output_dtype, PlanIoType(spec.outputs[0]));
-  const std::int64_t input_width = aten::ElementCount(spec.inputs[0].dims);
-  const std::int64_t output_width = aten::ElementCount(spec.outputs[0].dims);
+  model->tokens = plan->input_kind() == plan::InputKind::kTokens;
+  if (model->tokens && (spec.max_batch_size < 1 || spec.inputs[0].dims.size() != 2)) {
+    return InvalidArgument("a token plan needs max_batch_size > 0 and input dims [seq, width]");
+  }
+  const std::int64_t input_width = ConfiguredWidth(spec.inputs[0], model->tokens);
+  const std::int64_t output_width = ConfiguredWidth(spec.outputs[0], model->tokens);
   if (input_width != plan->input_width() || output_width != plan->output_width()) {
     return InvalidArgument("config dims " + aten::DimsToString(spec.inputs[0].dims) + " -> " +
                            aten::DimsToString(spec.outputs[0].dims) + " do not match the plan's " +
@@ -127,12 +149,26 @@ Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::P
   model->output_dims = spec.outputs[0].dims;
   model->has_batch_dim = spec.max_batch_size > 0;
   model->max_rows = std::max(spec.max_batch_size, 1);
+  if (model->tokens) {
+    LTSERVE_ASSIGN_OR_RETURN(model->max_rows, CpuMaxBatchTokens(spec));
+  }
   for (const plan::Op& op : plan->ops()) model->weights.push_back(WeightsOf(op));
   model->plan = std::move(plan);
   return std::shared_ptr<const CpuModel>(std::move(model));
 }
 
 }  // namespace
+
+Result<std::int64_t> CpuMaxBatchTokens(const ModelSpec& spec) {
+  const std::int64_t configured_seq =
+      !spec.inputs.empty() && !spec.inputs[0].dims.empty() ? spec.inputs[0].dims[0] : -1;
+  LTSERVE_ASSIGN_OR_RETURN(
+      std::int64_t max_seq,
+      PositiveParameter(spec, "max_sequence_length",
+                        configured_seq > 0 ? configured_seq : kDefaultMaxSequenceLength));
+  return PositiveParameter(spec, "max_tokens_per_batch",
+                           std::max(spec.max_batch_size, 1) * max_seq);
+}
 
 Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
     std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec) {

@@ -1,8 +1,10 @@
-// One CPU instance: preallocated fp32 activations for max_rows rows and the ops of the plan
-// run over them with ATen's out= and in-place kernels.
+// One CPU instance: preallocated fp32 activations for max_rows rows (samples, or packed
+// tokens) and the ops of the plan run over them with ATen's out= and in-place kernels.
+// Attention is the exception: ATen's scaled_dot_product_attention returns new tensors.
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -110,13 +112,15 @@ class CpuInstance : public ExecutorInstance {
 
   std::vector<std::int64_t> OutputShape(std::size_t index) const override {
     if (index != 0 || rows_ == 0) return {};
+    if (model_->tokens) return {rows_, model_->plan->output_width()};
     std::vector<std::int64_t> shape = model_->output_dims;
     if (model_->has_batch_dim) shape.insert(shape.begin(), rows_);
     return shape;
   }
 
  private:
-  Result<std::int64_t> RowsOf(const BatchShape& shape) const {
+  Result<std::int64_t> RowsOf(const BatchShape& shape) {
+    if (model_->tokens) return TokensOf(shape);
     if (!shape.sequence_lengths.empty()) {
       return InvalidArgument("the CPU plan executor takes rows, not token sequences");
     }
@@ -129,6 +133,27 @@ class CpuInstance : public ExecutorInstance {
                              " rows; the model takes 1 to " + std::to_string(model_->max_rows));
     }
     return shape.batch_size;
+  }
+
+  // Also keeps the lengths for attention; the span is valid for this Execute only.
+  Result<std::int64_t> TokensOf(const BatchShape& shape) {
+    if (shape.batch_size < 1 ||
+        shape.sequence_lengths.size() != static_cast<std::size_t>(shape.batch_size)) {
+      return InvalidArgument("a token batch needs one sequence length per sample; got " +
+                             std::to_string(shape.sequence_lengths.size()) + " for " +
+                             std::to_string(shape.batch_size) + " samples");
+    }
+    std::int64_t tokens = 0;
+    for (std::int32_t length : shape.sequence_lengths) {
+      if (length < 1) return InvalidArgument("a sequence length is below 1");
+      tokens += length;
+    }
+    if (tokens > model_->max_rows) {
+      return InvalidArgument(std::to_string(tokens) + " tokens exceed the " +
+                             std::to_string(model_->max_rows) + " an instance holds");
+    }
+    sequence_lengths_ = shape.sequence_lengths;
+    return tokens;
   }
 
   at::Tensor Rows(plan::ValueId id, std::int64_t rows) { return values_[id].narrow(0, 0, rows); }
@@ -171,8 +196,24 @@ class CpuInstance : public ExecutorInstance {
     at::add_out(out, Rows(op.a, rows), Rows(op.b, rows));
   }
 
-  // Refused when the factory is created; never reached.
-  void Run(const plan::AttentionOp&, const OpWeights&, std::int64_t) {}
+  // Per sequence: the packed [tokens, 3d] rows viewed as [heads, len, head_dim] for q, k and v.
+  void Run(const plan::AttentionOp& op, const OpWeights&, std::int64_t) {
+    const std::int64_t heads = op.num_heads;
+    const std::int64_t d = heads * op.head_dim;
+    std::int64_t offset = 0;
+    for (std::int32_t length : sequence_lengths_) {
+      const at::Tensor qkv = values_[op.qkv].narrow(0, offset, length);
+      auto part = [&](std::int64_t index) {
+        return qkv.narrow(1, index * d, d).view({length, heads, op.head_dim}).transpose(0, 1);
+      };
+      const at::Tensor attended = at::scaled_dot_product_attention(part(0), part(1), part(2));
+      values_[op.output]
+          .narrow(0, offset, length)
+          .view({length, heads, op.head_dim})
+          .copy_(attended.transpose(0, 1));
+      offset += length;
+    }
+  }
 
   std::shared_ptr<const CpuModel> model_;
   std::vector<std::byte> staging_;
@@ -181,6 +222,7 @@ class CpuInstance : public ExecutorInstance {
   at::Tensor norm_mean_;            // LayerNorm statistics, [max_rows, 1]
   at::Tensor norm_rstd_;
   std::int64_t rows_ = 0;  // rows of the last successful Execute; 0 before it
+  std::span<const std::int32_t> sequence_lengths_;  // token plans: the current batch's
 };
 
 }  // namespace

@@ -28,8 +28,10 @@ struct CpuModel {
   at::ScalarType input_dtype = at::kFloat;
   at::ScalarType output_dtype = at::kFloat;
   std::vector<std::int64_t> output_dims;  // configured, batch excluded
+  // Rows an instance holds: samples of a row plan, packed tokens of a token plan.
   std::int64_t max_rows = 1;
   bool has_batch_dim = true;
+  bool tokens = false;  // a token plan (InputKind::kTokens): BatchShape carries sequence lengths
 };
 
 // Creates instance buffers for `model`; all allocation of an instance happens here.

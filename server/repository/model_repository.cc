@@ -45,6 +45,10 @@ SchedulerOptions MakeSchedulerOptions(const ModelSpec& spec, const inference::Mo
 struct ChosenExecutor {
   std::unique_ptr<ExecutorFactory> factory;
   std::string description;
+  // A token plan (an encoder): the scheduler packs sequences, up to max_batch_tokens (0: no
+  // budget beyond max_batch_size).
+  bool packed_sequences = false;
+  std::int64_t max_batch_tokens = 0;
 };
 
 // Picks the fastest path the model allows: the fused GPU executor, else the CPU plan executor,
@@ -71,7 +75,12 @@ Result<ChosenExecutor> ChooseExecutor(const ModelSpec& spec, bool allow_gpu) {
     }
   }
   LTSERVE_ASSIGN_OR_RETURN(auto cpu, CreateCpuExecutorFactory(loaded.plan, spec));
-  return ChosenExecutor{std::move(cpu), loaded.lowering_report};
+  ChosenExecutor chosen{std::move(cpu), loaded.lowering_report};
+  if (loaded.plan->input_kind() == plan::InputKind::kTokens) {
+    chosen.packed_sequences = true;
+    LTSERVE_ASSIGN_OR_RETURN(chosen.max_batch_tokens, CpuMaxBatchTokens(spec));
+  }
+  return chosen;
 }
 
 }  // namespace
@@ -120,8 +129,11 @@ Result<std::unique_ptr<ModelRepository>> ModelRepository::Create(const Repositor
         instances.push_back(std::move(instance));
       }
       model->factory_ = std::move(chosen.factory);
+      SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, entry.config);
+      scheduler_options.packed_sequences = chosen.packed_sequences;
+      scheduler_options.max_batch_tokens = chosen.max_batch_tokens;
       LTSERVE_ASSIGN_OR_RETURN(model->scheduler_,
-                               Scheduler::Create(MakeSchedulerOptions(spec, entry.config),
+                               Scheduler::Create(std::move(scheduler_options),
                                                  std::move(instances), &model->stats_));
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -33,7 +33,21 @@ struct LayerNormStep {
   std::optional<at::Tensor> gamma;
   std::optional<at::Tensor> beta;
 };
-using Step = std::variant<LinearStep, ActivationStep, LayerNormStep>;
+// One nn.TransformerEncoderLayer (server/torch/encoder_lowering.h finds these; the chain walker
+// never does): self-attention with the packed in-projection, then the feed-forward block, each
+// with its residual, normalised after (post-norm) or before (norm_first) the block.
+struct EncoderLayerStep {
+  LinearStep in_proj;   // [3d, d]: q | k | v
+  LinearStep out_proj;  // [d, d]
+  LinearStep linear1;   // [ffn, d]
+  LinearStep linear2;   // [d, ffn]
+  LayerNormStep norm1;
+  LayerNormStep norm2;
+  std::int64_t num_heads = 1;
+  bool norm_first = false;
+  plan::Activation activation = plan::Activation::kRelu;
+};
+using Step = std::variant<LinearStep, ActivationStep, LayerNormStep, EncoderLayerStep>;
 
 class ChainWalker {
  public:

@@ -5,11 +5,13 @@
 #include <torch/csrc/jit/passes/freeze_module.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 #include "torch/aten_util.h"
 #include "torch/chain_walker.h"
+#include "torch/encoder_lowering.h"
 
 namespace ltserve::lowering {
 namespace {
@@ -49,27 +51,23 @@ std::int64_t InputWidth(const std::vector<Step>& steps, std::int64_t configured_
   for (const Step& step : steps) {
     if (const auto* linear = std::get_if<LinearStep>(&step)) return linear->weight.size(1);
     if (const auto* norm = std::get_if<LayerNormStep>(&step)) return norm->width;
+    if (const auto* layer = std::get_if<EncoderLayerStep>(&step)) {
+      return layer->in_proj.weight.size(1);
+    }
   }
   return configured_width;
 }
 
+// Appends ops to a plan, each writing a fresh value (executors never write a value an op reads).
 class PlanBuilder {
  public:
-  explicit PlanBuilder(std::int64_t input_width) {
+  PlanBuilder(std::int64_t input_width, plan::InputKind kind) {
     current_ = plan_.AddValue("input", input_width);
-    plan_.SetInput(current_, plan::InputKind::kRows);
+    plan_.SetInput(current_, kind);
   }
 
   void Linear(const LinearStep& step, plan::Activation fused) {
-    plan::LinearOp op;
-    op.input = current_;
-    op.in_features = step.weight.size(1);
-    op.out_features = step.weight.size(0);
-    op.weight = ToFloats(step.weight);
-    if (step.bias) op.bias = ToFloats(*step.bias);
-    op.activation = fused;
-    op.output = current_ = plan_.AddValue(NextName("linear"), op.out_features);
-    plan_.Append(std::move(op));
+    current_ = LinearFrom(current_, step, fused, plan::kNoValue, "linear");
   }
 
   void Activation(plan::Activation activation) {
@@ -78,14 +76,30 @@ class PlanBuilder {
     plan_.Append(op);
   }
 
-  void LayerNorm(const LayerNormStep& step) {
-    plan::LayerNormOp op;
-    op.input = current_;
-    op.eps = static_cast<float>(step.eps);
-    if (step.gamma) op.gamma = ToFloats(*step.gamma);
-    if (step.beta) op.beta = ToFloats(*step.beta);
-    op.output = current_ = plan_.AddValue(NextName("layernorm"), step.width);
-    plan_.Append(std::move(op));
+  void LayerNorm(const LayerNormStep& step) { current_ = NormFrom(current_, step, "layernorm"); }
+
+  // Post-norm: x = norm1(x + attn(x)); x = norm2(x + ffn(x)).
+  // norm_first: x = x + attn(norm1(x)); x = x + ffn(norm2(x)).
+  // The residual adds ride on the out-projection and the second FFN Linear.
+  void EncoderLayer(const EncoderLayerStep& step) {
+    const plan::ValueId x = current_;
+    const plan::ValueId attn_in = step.norm_first ? NormFrom(x, step.norm1, "norm1") : x;
+    const plan::ValueId qkv =
+        LinearFrom(attn_in, step.in_proj, plan::Activation::kNone, plan::kNoValue, "qkv");
+    plan::AttentionOp attention;
+    attention.qkv = qkv;
+    attention.num_heads = step.num_heads;
+    attention.head_dim = Width() / step.num_heads;
+    attention.output = plan_.AddValue(NextName("attention"), Width());
+    const plan::ValueId attended = attention.output;
+    plan_.Append(attention);
+    plan::ValueId h = LinearFrom(attended, step.out_proj, plan::Activation::kNone, x, "attn_out");
+    if (!step.norm_first) h = NormFrom(h, step.norm1, "norm1");
+    const plan::ValueId ffn_in = step.norm_first ? NormFrom(h, step.norm2, "norm2") : h;
+    const plan::ValueId inner =
+        LinearFrom(ffn_in, step.linear1, step.activation, plan::kNoValue, "linear1");
+    current_ = LinearFrom(inner, step.linear2, plan::Activation::kNone, h, "linear2");
+    if (!step.norm_first) current_ = NormFrom(current_, step.norm2, "norm2");
   }
 
   Result<plan::Plan> Finish() && {
@@ -96,6 +110,34 @@ class PlanBuilder {
   }
 
  private:
+  plan::ValueId LinearFrom(plan::ValueId input, const LinearStep& step, plan::Activation fused,
+                           plan::ValueId residual, const char* what) {
+    plan::LinearOp op;
+    op.input = input;
+    op.residual = residual;
+    op.in_features = step.weight.size(1);
+    op.out_features = step.weight.size(0);
+    op.weight = ToFloats(step.weight);
+    if (step.bias) op.bias = ToFloats(*step.bias);
+    op.activation = fused;
+    op.output = plan_.AddValue(NextName(what), op.out_features);
+    const plan::ValueId output = op.output;
+    plan_.Append(std::move(op));
+    return output;
+  }
+
+  plan::ValueId NormFrom(plan::ValueId input, const LayerNormStep& step, const char* what) {
+    plan::LayerNormOp op;
+    op.input = input;
+    op.eps = static_cast<float>(step.eps);
+    if (step.gamma) op.gamma = ToFloats(*step.gamma);
+    if (step.beta) op.beta = ToFloats(*step.beta);
+    op.output = plan_.AddValue(NextName(what), step.width);
+    const plan::ValueId output = op.output;
+    plan_.Append(std::move(op));
+    return output;
+  }
+
   std::string NextName(const char* what) const {
     return std::to_string(plan_.ops().size()) + "." + what;
   }
@@ -105,9 +147,14 @@ class PlanBuilder {
   plan::ValueId current_ = plan::kNoValue;
 };
 
+}  // namespace
+
 Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t configured_width) {
   if (steps.empty()) return Unimplemented("the forward computes nothing (an identity)");
-  PlanBuilder builder(InputWidth(steps, configured_width));
+  bool tokens = false;
+  for (const Step& step : steps) tokens |= std::holds_alternative<EncoderLayerStep>(step);
+  PlanBuilder builder(InputWidth(steps, configured_width),
+                      tokens ? plan::InputKind::kTokens : plan::InputKind::kRows);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     if (const auto* linear = std::get_if<LinearStep>(&steps[i])) {
       plan::Activation fused = plan::Activation::kNone;
@@ -120,6 +167,8 @@ Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t config
       builder.Linear(*linear, fused);
     } else if (const auto* activation = std::get_if<ActivationStep>(&steps[i])) {
       builder.Activation(activation->activation);
+    } else if (const auto* layer = std::get_if<EncoderLayerStep>(&steps[i])) {
+      builder.EncoderLayer(*layer);
     } else {
       builder.LayerNorm(std::get<LayerNormStep>(steps[i]));
     }
@@ -127,18 +176,39 @@ Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t config
   return std::move(builder).Finish();
 }
 
-}  // namespace
-
-Result<plan::Plan> LowerModule(const torch::jit::Module& module, const InputShape& input) {
+Result<std::vector<Step>> ChainSteps(const torch::jit::Module& module, const InputShape& input) {
   LTSERVE_ASSIGN_OR_RETURN(std::shared_ptr<torch::jit::Graph> graph, FrozenForward(module));
-  const std::int64_t configured_width = aten::ElementCount(input.dims);
   try {
     ChainWalker walker(static_cast<std::int64_t>(input.dims.size()), input.has_batch_dim);
-    LTSERVE_ASSIGN_OR_RETURN(std::vector<Step> steps, walker.Walk(*graph));
-    return BuildPlan(steps, configured_width);
+    return walker.Walk(*graph);
   } catch (const std::exception& error) {
     return Unimplemented("lowering failed: " + aten::ExceptionMessage(error));
   }
+}
+
+Result<plan::Plan> LowerModule(const torch::jit::Module& module, const InputShape& input) {
+  const bool variable =
+      std::any_of(input.dims.begin(), input.dims.end(), [](std::int64_t dim) { return dim < 0; });
+  try {
+    if (IsEncoderModel(module)) {
+      if (input.dims.size() != 2 || input.dims[1] < 1 || !input.has_batch_dim) {
+        return Unimplemented(
+            "a transformer encoder takes [batch, seq, d] (dims: [-1, d] with "
+            "max_batch_size > 0); the config gives dims " +
+            aten::DimsToString(input.dims));
+      }
+      LTSERVE_ASSIGN_OR_RETURN(std::vector<Step> steps, EncoderModelSteps(module));
+      return BuildPlan(steps, input.dims[1]);
+    }
+  } catch (const std::exception& error) {
+    return Unimplemented("lowering the encoder failed: " + aten::ExceptionMessage(error));
+  }
+  if (variable) {
+    return Unimplemented("the input has variable dims " + aten::DimsToString(input.dims) +
+                         "; only transformer encoders take them (as [-1, d])");
+  }
+  LTSERVE_ASSIGN_OR_RETURN(std::vector<Step> steps, ChainSteps(module, input));
+  return BuildPlan(steps, aten::ElementCount(input.dims));
 }
 
 }  // namespace ltserve::lowering

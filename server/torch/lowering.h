@@ -4,8 +4,9 @@
 // The module is cloned, frozen (parameters become graph constants) and inlined, so scripted and
 // traced modules, nn.Sequential and custom modules looping over an nn.ModuleList all reduce to
 // the same flat graph of aten ops, which is walked from the single input to the output.
-// Token-level models (encoder layers) will need a second recogniser over named_modules(); the
-// Step list below is where its results would join the same plan builder.
+// Transformer encoders are recognised by module type instead (encoder_lowering.h): a scripted
+// encoder's forward has control flow the chain walker cannot follow; their steps join the same
+// plan builder, which makes the plan's input kTokens.
 #pragma once
 
 #include <torch/script.h>
@@ -15,6 +16,7 @@
 
 #include "common/status.h"
 #include "plan/plan.h"
+#include "torch/chain_walker.h"
 
 namespace ltserve::lowering {
 
@@ -27,6 +29,14 @@ struct InputShape {
 
 // The validated plan, or UNIMPLEMENTED with a message saying precisely what could not be
 // lowered (the op, or why the graph is not a chain). Never throws.
+// Variable dims lower only for an encoder model, whose dims are [seq, d] (seq usually -1).
 Result<plan::Plan> LowerModule(const torch::jit::Module& module, const InputShape& input);
+
+// The steps of a module whose frozen forward is a straight chain (the walker's rules).
+Result<std::vector<Step>> ChainSteps(const torch::jit::Module& module, const InputShape& input);
+
+// The plan of `steps`; kTokens when any step is an encoder layer. `configured_width` is the
+// input width when no step fixes it (a chain of element-wise ops).
+Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t configured_width);
 
 }  // namespace ltserve::lowering

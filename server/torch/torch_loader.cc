@@ -44,8 +44,17 @@ bool IsFloatType(DataType type) {
   return type == DataType::kFp32 || type == DataType::kFp16 || type == DataType::kBf16;
 }
 
+// [seq, width] with a variable seq: a token model's input or output (an encoder).
+bool TokenDims(const std::vector<std::int64_t>& dims) {
+  return dims.size() == 2 && dims[0] == -1 && dims[1] > 0;
+}
+
 // Why the configuration alone rules out a plan, or empty.
 std::string ConfigBlocksPlan(const ModelSpec& spec) {
+  if (spec.inputs.size() == 2 && spec.inputs[1].dtype == DataType::kBool) {
+    return "'" + spec.inputs[1].name + "' looks like a key-padding mask; plans do not take " +
+           "masks yet (send unpadded sequences instead)";
+  }
   if (spec.inputs.size() != 1 || spec.outputs.size() != 1) {
     return "the config declares " + std::to_string(spec.inputs.size()) + " inputs and " +
            std::to_string(spec.outputs.size()) + " outputs; a plan has one of each";
@@ -55,6 +64,7 @@ std::string ConfigBlocksPlan(const ModelSpec& spec) {
       return "'" + tensor->name + "' is " + std::string(WireName(tensor->dtype)) +
              "; a plan takes FP32, FP16 or BF16";
     }
+    if (TokenDims(tensor->dims)) continue;
     for (std::int64_t dim : tensor->dims) {
       if (dim < 0) return "'" + tensor->name + "' has variable dims; a plan has fixed widths";
     }
@@ -62,13 +72,21 @@ std::string ConfigBlocksPlan(const ModelSpec& spec) {
   return "";
 }
 
-Status CheckWidth(const TensorSpec& tensor, std::int64_t plan_width, const char* side) {
-  const std::int64_t configured = aten::ElementCount(tensor.dims);
+// A token plan's width is per token: the last configured dim.
+Status CheckWidth(const TensorSpec& tensor, const plan::Plan& plan, std::int64_t plan_width,
+                  const char* side) {
+  const bool tokens = plan.input_kind() == plan::InputKind::kTokens;
+  if (tokens && tensor.dims.size() != 2) {
+    return InvalidArgument(std::string(side) + " '" + tensor.name + "' has dims " +
+                           aten::DimsToString(tensor.dims) +
+                           "; an encoder's are [seq, width] (seq usually -1)");
+  }
+  const std::int64_t configured = tokens ? tensor.dims.back() : aten::ElementCount(tensor.dims);
   if (configured == plan_width) return Status::Ok();
   return InvalidArgument(std::string(side) + " '" + tensor.name + "' has dims " +
                          aten::DimsToString(tensor.dims) + " (" + std::to_string(configured) +
-                         " values per sample) but the module's " + side + " width is " +
-                         std::to_string(plan_width));
+                         " values per " + (tokens ? "token" : "sample") + ") but the module's " +
+                         side + " width is " + std::to_string(plan_width));
 }
 
 }  // namespace
@@ -102,8 +120,10 @@ Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
     loaded.lowering_report = "not lowered: " + lowered.status().message();
     return loaded;
   }
-  Status width = CheckWidth(spec.inputs[0], lowered->input_width(), "input");
-  if (width.ok()) width = CheckWidth(spec.outputs[0], lowered->output_width(), "output");
+  Status width = CheckWidth(spec.inputs[0], *lowered, lowered->input_width(), "input");
+  if (width.ok()) {
+    width = CheckWidth(spec.outputs[0], *lowered, lowered->output_width(), "output");
+  }
   if (!width.ok()) return width.WithContext(context);
   loaded.plan = std::make_shared<const plan::Plan>(std::move(lowered).value());
   loaded.lowering_report = loaded.plan->Describe();

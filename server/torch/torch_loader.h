@@ -24,7 +24,11 @@ struct LoadedModel {
   std::unique_ptr<ExecutorFactory> torchscript;
 };
 
-// Loads spec.model_file and lowers it when possible. spec.parameters["execution_path"]:
+// Loads spec.model_file and lowers it when possible. A transformer encoder (alone or in an
+// nn.Sequential with per-token Linear/LayerNorm/activation blocks) lowers to a token plan
+// (InputKind::kTokens) when its input and output dims are [-1, d] and [-1, d_out]: requests are
+// [batch, seq, d] whatever the module's batch_first. A second, BOOL input (a key-padding mask)
+// keeps the model on the TorchScript path for now. spec.parameters["execution_path"]:
 // "auto" (default: lower when possible), "plan" (failing to lower is a load error) or
 // "torchscript" (no lowering). Errors: NOT_FOUND for a missing file, INVALID_ARGUMENT for a
 // file that is not TorchScript, a bad execution_path, or a plan whose input/output widths

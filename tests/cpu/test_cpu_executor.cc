@@ -365,18 +365,75 @@ TEST(CpuExecutorTest, RefusesWhatItCannotRun) {
   EXPECT_FALSE(CreateCpuExecutorFactory(invalid, spec).ok());
 }
 
-TEST(CpuExecutorTest, AttentionIsUnimplemented) {
-  constexpr std::int64_t kHeads = 2;
-  constexpr std::int64_t kHeadDim = 3;
+// A plan of one attention op: [tokens, 3·d] packed q | k | v in, [tokens, d] out.
+std::shared_ptr<const plan::Plan> AttentionPlan(std::int64_t heads, std::int64_t head_dim) {
   auto plan = std::make_shared<plan::Plan>();
-  const plan::ValueId qkv = plan->AddValue("qkv", 3 * kHeads * kHeadDim);
-  const plan::ValueId out = plan->AddValue("attn", kHeads * kHeadDim);
+  const plan::ValueId qkv = plan->AddValue("qkv", 3 * heads * head_dim);
+  const plan::ValueId out = plan->AddValue("attn", heads * head_dim);
   plan->SetInput(qkv, plan::InputKind::kTokens);
-  plan->Append(plan::AttentionOp{qkv, out, kHeads, kHeadDim});
+  plan->Append(plan::AttentionOp{qkv, out, heads, head_dim});
   plan->SetOutput(out);
-  ASSERT_TRUE(plan->Validate().ok());
-  const ModelSpec spec = MakeSpec("attention", {3 * kHeads * kHeadDim}, {kHeads * kHeadDim});
-  EXPECT_EQ(CreateCpuExecutorFactory(plan, spec).status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(plan->Validate().ok());
+  return plan;
+}
+
+// softmax(q·kᵀ / sqrt(head_dim))·v per head over one sequence, in float64, written out
+// independently of ATen's attention.
+at::Tensor AttentionReference(const at::Tensor& qkv, std::int64_t heads, std::int64_t head_dim) {
+  const at::Tensor x = qkv.to(at::kDouble);
+  const std::int64_t d = heads * head_dim;
+  at::Tensor out = at::empty({x.size(0), d}, at::kDouble);
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const at::Tensor q = x.narrow(1, h * head_dim, head_dim);
+    const at::Tensor k = x.narrow(1, d + h * head_dim, head_dim);
+    const at::Tensor v = x.narrow(1, 2 * d + h * head_dim, head_dim);
+    const at::Tensor scores = q.matmul(k.t()) / std::sqrt(static_cast<double>(head_dim));
+    const at::Tensor weights = (scores - std::get<0>(scores.max(1, true))).exp();
+    out.narrow(1, h * head_dim, head_dim).copy_((weights / weights.sum(1, true)).matmul(v));
+  }
+  return out;
+}
+
+TEST(CpuExecutorTest, AttentionRunsPerSequenceOverPackedTokens) {
+  constexpr std::int64_t kHeads = 2;
+  constexpr std::int64_t kHeadDim = 3;  // odd on purpose
+  constexpr std::int64_t kQkv = 3 * kHeads * kHeadDim;
+  const ModelSpec spec = MakeSpec("attention", {-1, kQkv}, {-1, kHeads * kHeadDim});
+  Result<std::unique_ptr<ExecutorFactory>> factory =
+      CreateCpuExecutorFactory(AttentionPlan(kHeads, kHeadDim), spec);
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  Result<std::unique_ptr<ExecutorInstance>> instance = (*factory)->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  const std::uint32_t seed = testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const std::vector<std::int32_t> lengths = {4, 1, 9};
+  const at::Tensor tokens = testing::RandomInput(rng, 14, {kQkv}, at::kFloat);
+  testing::Stage(**instance, 0, tokens);
+  BatchShape shape;
+  shape.batch_size = static_cast<std::int64_t>(lengths.size());
+  shape.sequence_lengths = lengths;
+  ASSERT_TRUE((*instance)->Execute(shape, nullptr).ok());
+  EXPECT_EQ((*instance)->OutputShape(0), (std::vector<std::int64_t>{14, kHeads * kHeadDim}));
+  const at::Tensor actual = testing::OutputTensor(**instance, 0, at::kFloat);
+  std::int64_t offset = 0;
+  for (std::int32_t length : lengths) {
+    EXPECT_LE(testing::MaxRelativeError(
+                  actual.narrow(0, offset, length),
+                  AttentionReference(tokens.narrow(0, offset, length), kHeads, kHeadDim)),
+              kFp32Tolerance)
+        << "sequence at " << offset;
+    offset += length;
+  }
+}
+
+TEST(CpuExecutorTest, TokenPlanNeedsSequenceDims) {
+  const ModelSpec spec = MakeSpec("attention", {18}, {6});
+  Result<std::unique_ptr<ExecutorFactory>> refused =
+      CreateCpuExecutorFactory(AttentionPlan(2, 3), spec);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("[seq, width]"), std::string::npos)
+      << refused.status().message();
 }
 
 }  // namespace

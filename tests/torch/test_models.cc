@@ -31,6 +31,45 @@ const ChainModel& FindChainModel(const std::string& name) {
   return ChainModels().front();
 }
 
+const std::vector<EncoderModel>& EncoderModels() {
+  static const std::vector<EncoderModel> models = {
+      {"enc_post_relu", 64, 64, 2, 4, false, true},
+      {"enc_pre_gelu", 64, 64, 2, 1, true, false},
+      {"enc_post_seq_first", 64, 64, 1, 4, false, false},
+      {"layer_768", 768, 768, 1, 12, false, true},
+      {"enc_768_pre_relu", 768, 768, 1, 12, true, false},
+      {"seq_wrapped", 37, 5, 1, 4, false, true},
+  };
+  return models;
+}
+
+const EncoderModel& FindEncoderModel(const std::string& name) {
+  for (const EncoderModel& model : EncoderModels()) {
+    if (model.name == name) return model;
+  }
+  ADD_FAILURE() << "no encoder model " << name;
+  return EncoderModels().front();
+}
+
+std::vector<std::tuple<EncoderModel, std::string>> EncoderModelModes() {
+  std::vector<std::tuple<EncoderModel, std::string>> params;
+  for (const EncoderModel& model : EncoderModels()) {
+    for (const char* mode : {"script", "trace"}) params.emplace_back(model, mode);
+  }
+  return params;
+}
+
+std::filesystem::path EncoderModelFile(const std::string& model) {
+  return TestModelRepo() / "encoder" / model / "1" / "model.pt";
+}
+
+ModelSpec MakeEncoderSpec(const EncoderModel& encoder, const std::string& mode) {
+  ModelSpec spec = MakeSpec(encoder.name + "_" + mode, {-1, encoder.d_in}, {-1, encoder.d_out},
+                            DataType::kFp32, kEncoderMaxBatch);
+  spec.model_file = EncoderModelFile(spec.name);
+  return spec;
+}
+
 std::filesystem::path TestModelRepo() {
   if (const char* repo = std::getenv("LTSERVE_TEST_MODELS")) return repo;
   return LTSERVE_TEST_MODEL_REPO;

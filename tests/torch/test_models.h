@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <random>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "executor/executor.h"
@@ -29,7 +31,30 @@ const ChainModel& FindChainModel(const std::string& name);
 constexpr int kTestMaxBatch = 64;    // the test models' max_batch_size
 constexpr std::int64_t kOddIn = 37;  // their input width
 
+// What models/export_models.py --set encoder writes (models/encoder_models.py), each as
+// <name>_script and <name>_trace, with dims [-1, d_in] -> [-1, d_out].
+struct EncoderModel {
+  std::string name;
+  std::int64_t d_in = 0;
+  std::int64_t d_out = 0;
+  std::int64_t layers = 0;  // encoder layers: attention ops in the plan
+  std::int64_t heads = 0;
+  bool norm_first = false;
+  bool batch_first = true;  // false: the module itself takes [seq, batch, d]
+};
+// Names the model in test output (gtest would print the struct's bytes).
+inline void PrintTo(const EncoderModel& model, std::ostream* out) { *out << model.name; }
+const std::vector<EncoderModel>& EncoderModels();
+const EncoderModel& FindEncoderModel(const std::string& name);
+// Every encoder model with each export mode ("script", "trace"), for parameterised tests.
+std::vector<std::tuple<EncoderModel, std::string>> EncoderModelModes();
+constexpr int kEncoderMaxBatch = 8;  // the encoder models' max_batch_size
+
 std::filesystem::path TestModelRepo();
+// Where the encoder set is exported: TestModelRepo()/encoder.
+std::filesystem::path EncoderModelFile(const std::string& model);
+// The spec of an exported encoder model (model = "<name>_<mode>").
+ModelSpec MakeEncoderSpec(const EncoderModel& encoder, const std::string& mode);
 std::filesystem::path ModelFile(const std::string& model);
 
 // One input INPUT__0, one output OUTPUT__0, both of `dtype`.

@@ -1,0 +1,262 @@
+#include "torch/encoder_lowering.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/inliner.h>
+
+#include <optional>
+#include <regex>
+#include <string>
+#include <utility>
+
+#include "torch/lowering.h"
+
+namespace ltserve::lowering {
+namespace {
+
+using torch::jit::Module;
+
+constexpr char kEncoder[] = "__torch__.torch.nn.modules.transformer.TransformerEncoder";
+constexpr char kEncoderLayer[] = "__torch__.torch.nn.modules.transformer.TransformerEncoderLayer";
+constexpr char kSequential[] = "__torch__.torch.nn.modules.container.Sequential";
+
+// A second instance of a class with other attributes gets a mangled name (toolchain notes §4).
+std::string TypeName(const Module& module) {
+  static const std::regex mangle(R"(___torch_mangle_\d+\.)");
+  return std::regex_replace(module.type()->name()->qualifiedName(), mangle, "");
+}
+
+Status NotLowered(const std::string& where, const std::string& why) {
+  return Unimplemented("encoder module '" + where + "': " + why);
+}
+
+std::string Join(const std::string& parent, const std::string& child) {
+  return parent.empty() ? child : parent + "." + child;
+}
+
+// A tensor attribute; nullopt when absent (a traced module drops None attributes) or None.
+std::optional<at::Tensor> TensorAttr(const Module& module, const std::string& name) {
+  if (!module.hasattr(name)) return std::nullopt;
+  c10::IValue value = module.attr(name);
+  if (!value.isTensor()) return std::nullopt;
+  return value.toTensor().detach();
+}
+
+Result<Module> Child(const Module& module, const std::string& name, const std::string& where) {
+  if (!module.hasattr(name) || !module.attr(name).isObject()) {
+    return NotLowered(where, "has no submodule '" + name + "'");
+  }
+  return module.attr(name).toModule();
+}
+
+Result<LinearStep> LinearOf(const Module& module, const std::string& weight_name,
+                            const std::string& bias_name, const std::string& where) {
+  std::optional<at::Tensor> weight = TensorAttr(module, weight_name);
+  if (!weight || weight->dim() != 2 || !at::isFloatingType(weight->scalar_type())) {
+    return NotLowered(where, "'" + weight_name +
+                                 "' is not a float matrix (attention with "
+                                 "separate q/k/v weights is not lowered)");
+  }
+  return LinearStep{*weight, TensorAttr(module, bias_name)};
+}
+
+LayerNormStep NormOf(const Module& norm, std::int64_t width, double eps) {
+  return LayerNormStep{width, eps, TensorAttr(norm, "weight"), TensorAttr(norm, "bias")};
+}
+
+// What a layer's attributes or traced graph say about it, besides its weights.
+struct LayerSettings {
+  std::int64_t num_heads = 0;
+  bool norm_first = false;
+  plan::Activation activation = plan::Activation::kNone;
+  double eps1 = 1e-5;
+  double eps2 = 1e-5;
+};
+
+Result<LayerSettings> ScriptedSettings(const Module& layer, const Module& attention,
+                                       const Module& norm1, const Module& norm2,
+                                       const std::string& where) {
+  LayerSettings settings;
+  settings.norm_first = layer.attr("norm_first").toBool();
+  settings.num_heads = attention.attr("num_heads").toInt();
+  settings.eps1 = norm1.attr("eps").toDouble();
+  settings.eps2 = norm2.attr("eps").toDouble();
+  // TransformerEncoderLayer's own code for its activation: 1 relu, 2 gelu, 0 anything else.
+  const std::int64_t code =
+      layer.hasattr("activation_relu_or_gelu") ? layer.attr("activation_relu_or_gelu").toInt() : 0;
+  if (code == 1) settings.activation = plan::Activation::kRelu;
+  if (code == 2) settings.activation = plan::Activation::kGeluErf;
+  if (settings.activation == plan::Activation::kNone) {
+    return NotLowered(where, "its activation is neither relu nor gelu");
+  }
+  if ((attention.hasattr("bias_k") && !attention.attr("bias_k").isNone()) ||
+      (attention.hasattr("add_zero_attn") && attention.attr("add_zero_attn").toBool())) {
+    return NotLowered(where, "attention with bias_k/bias_v or add_zero_attn is not lowered");
+  }
+  return settings;
+}
+
+std::optional<c10::IValue> ConstantOf(const torch::jit::Value* value) {
+  return torch::jit::toIValue(value);
+}
+
+// The fused call a trace under no_grad records: (src, embed_dim, num_heads, weights..., use_gelu,
+// norm_first, eps, ..., mask, mask_type).
+Result<LayerSettings> FusedCallSettings(const torch::jit::Node& node, const std::string& where) {
+  std::optional<c10::IValue> heads = ConstantOf(node.input(2));
+  std::optional<c10::IValue> gelu = ConstantOf(node.input(7));
+  std::optional<c10::IValue> norm_first = ConstantOf(node.input(8));
+  std::optional<c10::IValue> eps = ConstantOf(node.input(9));
+  std::optional<c10::IValue> mask = ConstantOf(node.input(18));
+  if (!heads || !gelu || !norm_first || !eps || !mask || !mask->isNone()) {
+    return NotLowered(where, "the traced encoder call has non-constant settings or a mask");
+  }
+  LayerSettings settings;
+  settings.num_heads = heads->toInt();
+  settings.activation = gelu->toBool() ? plan::Activation::kGeluErf : plan::Activation::kRelu;
+  settings.norm_first = norm_first->toBool();
+  settings.eps1 = settings.eps2 = eps->toDouble();
+  return settings;
+}
+
+// q enters scaled_dot_product_attention as view(q, [batch, num_heads, seq, head_dim]).
+std::optional<std::int64_t> HeadsFromAttentionCall(const torch::jit::Node& sdpa) {
+  const torch::jit::Node* view = sdpa.input(0)->node();
+  if (view->kind().toQualString() != std::string("aten::view")) return std::nullopt;
+  const torch::jit::Node* sizes = view->input(1)->node();
+  if (sizes->kind() != c10::prim::ListConstruct || sizes->inputs().size() != 4) return std::nullopt;
+  std::optional<c10::IValue> heads = ConstantOf(sizes->input(1));
+  if (!heads || !heads->isInt()) return std::nullopt;
+  return heads->toInt();
+}
+
+Result<LayerSettings> TracedSettings(const Module& layer, const std::string& where) {
+  std::shared_ptr<torch::jit::Graph> graph = layer.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph);
+  LayerSettings settings;
+  int norms = 0, linears = 0, activations = 0;
+  std::optional<std::int64_t> heads;
+  for (const torch::jit::Node* node : graph->nodes()) {
+    const std::string kind = node->kind().toQualString();
+    if (kind == "aten::_transformer_encoder_layer_fwd") return FusedCallSettings(*node, where);
+    if (kind == "aten::linear" && linears++ == 0) settings.norm_first = norms > 0;
+    if (kind == "aten::layer_norm") {
+      std::optional<c10::IValue> eps = ConstantOf(node->input(4));
+      if (!eps || !eps->isDouble()) return NotLowered(where, "a LayerNorm eps is not constant");
+      (norms++ == 0 ? settings.eps1 : settings.eps2) = eps->toDouble();
+    }
+    if (kind == "aten::relu" || kind == "aten::relu_") {
+      settings.activation = plan::Activation::kRelu;
+      ++activations;
+    }
+    if (kind == "aten::gelu" || kind == "aten::gelu_") {
+      std::optional<c10::IValue> mode = ConstantOf(node->input(1));
+      const bool tanh = mode && mode->isString() && mode->toStringRef() == "tanh";
+      settings.activation = tanh ? plan::Activation::kGeluTanh : plan::Activation::kGeluErf;
+      ++activations;
+    }
+    if (kind == "aten::scaled_dot_product_attention") {
+      std::optional<c10::IValue> mask = ConstantOf(node->input(3));
+      if (!mask || !mask->isNone()) return NotLowered(where, "the traced attention has a mask");
+      heads = HeadsFromAttentionCall(*node);
+    }
+  }
+  if (!heads) return NotLowered(where, "the head count is not found in the traced attention");
+  if (norms != 2 || activations != 1) {
+    return NotLowered(where, "the traced layer has " + std::to_string(norms) + " LayerNorms and " +
+                                 std::to_string(activations) +
+                                 " activations; expected 2 and 1 (relu or gelu)");
+  }
+  settings.num_heads = *heads;
+  return settings;
+}
+
+Result<EncoderLayerStep> LayerStep(const Module& layer, const std::string& where) {
+  LTSERVE_ASSIGN_OR_RETURN(Module attention, Child(layer, "self_attn", where));
+  LTSERVE_ASSIGN_OR_RETURN(Module out_proj, Child(attention, "out_proj", where));
+  LTSERVE_ASSIGN_OR_RETURN(Module linear1, Child(layer, "linear1", where));
+  LTSERVE_ASSIGN_OR_RETURN(Module linear2, Child(layer, "linear2", where));
+  LTSERVE_ASSIGN_OR_RETURN(Module norm1, Child(layer, "norm1", where));
+  LTSERVE_ASSIGN_OR_RETURN(Module norm2, Child(layer, "norm2", where));
+  EncoderLayerStep step;
+  LTSERVE_ASSIGN_OR_RETURN(step.in_proj,
+                           LinearOf(attention, "in_proj_weight", "in_proj_bias", where));
+  LTSERVE_ASSIGN_OR_RETURN(step.out_proj, LinearOf(out_proj, "weight", "bias", where));
+  LTSERVE_ASSIGN_OR_RETURN(step.linear1, LinearOf(linear1, "weight", "bias", where));
+  LTSERVE_ASSIGN_OR_RETURN(step.linear2, LinearOf(linear2, "weight", "bias", where));
+  // Scripting keeps every attribute; tracing keeps only parameters and submodules.
+  const bool scripted = layer.hasattr("norm_first");
+  LTSERVE_ASSIGN_OR_RETURN(LayerSettings settings,
+                           scripted ? ScriptedSettings(layer, attention, norm1, norm2, where)
+                                    : TracedSettings(layer, where));
+  const std::int64_t d = step.in_proj.weight.size(1);
+  if (settings.num_heads < 1 || d % settings.num_heads != 0 ||
+      step.in_proj.weight.size(0) != 3 * d) {
+    return NotLowered(where, std::to_string(settings.num_heads) + " heads do not split width " +
+                                 std::to_string(d) + " with a packed [3d, d] in-projection");
+  }
+  step.num_heads = settings.num_heads;
+  step.norm_first = settings.norm_first;
+  step.activation = settings.activation;
+  step.norm1 = NormOf(norm1, d, settings.eps1);
+  step.norm2 = NormOf(norm2, d, settings.eps2);
+  return step;
+}
+
+Status AppendEncoder(const Module& encoder, const std::string& where, std::vector<Step>* steps) {
+  LTSERVE_ASSIGN_OR_RETURN(Module layers, Child(encoder, "layers", where));
+  for (const torch::jit::NameModule& layer : layers.named_children()) {
+    const std::string layer_where = Join(where, "layers." + layer.name);
+    LTSERVE_ASSIGN_OR_RETURN(EncoderLayerStep step, LayerStep(layer.value, layer_where));
+    steps->push_back(std::move(step));
+  }
+  // The optional final norm: None in a scripted module, absent in a traced one.
+  if (encoder.hasattr("norm") && encoder.attr("norm").isObject()) {
+    Result<std::vector<Step>> norm =
+        ChainSteps(encoder.attr("norm").toModule(), InputShape{{-1}, true});
+    if (!norm.ok()) return NotLowered(Join(where, "norm"), norm.status().message());
+    steps->insert(steps->end(), norm->begin(), norm->end());
+  }
+  return Status::Ok();
+}
+
+Status AppendBlock(const Module& block, const std::string& where, std::vector<Step>* steps) {
+  const std::string type = TypeName(block);
+  if (type == kEncoder) return AppendEncoder(block, where, steps);
+  if (type == kEncoderLayer) {
+    LTSERVE_ASSIGN_OR_RETURN(EncoderLayerStep step, LayerStep(block, where));
+    steps->push_back(std::move(step));
+    return Status::Ok();
+  }
+  // A per-token block: one row of width d per token, so rank 1 for the chain walker.
+  Result<std::vector<Step>> chain = ChainSteps(block, InputShape{{-1}, true});
+  if (!chain.ok()) return NotLowered(where, chain.status().message());
+  steps->insert(steps->end(), chain->begin(), chain->end());
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsEncoderModel(const Module& module) {
+  const std::string type = TypeName(module);
+  if (type == kEncoder || type == kEncoderLayer) return true;
+  if (type != kSequential) return false;
+  for (const torch::jit::Module& child : module.children()) {
+    const std::string child_type = TypeName(child);
+    if (child_type == kEncoder || child_type == kEncoderLayer) return true;
+  }
+  return false;
+}
+
+Result<std::vector<Step>> EncoderModelSteps(const Module& module) {
+  std::vector<Step> steps;
+  if (TypeName(module) != kSequential) {
+    LTSERVE_RETURN_IF_ERROR(AppendBlock(module, "", &steps));
+    return steps;
+  }
+  for (const torch::jit::NameModule& child : module.named_children()) {
+    LTSERVE_RETURN_IF_ERROR(AppendBlock(child.value, child.name, &steps));
+  }
+  return steps;
+}
+
+}  // namespace ltserve::lowering

@@ -1,0 +1,34 @@
+// Recognises nn.TransformerEncoder / nn.TransformerEncoderLayer by module type (internal to the
+// lowering; sees torch types).
+//
+// A scripted encoder's forward branches on fast-path checks, so its graph is no chain; instead
+// the layers' parameters are read as module attributes, which scripted and traced modules both
+// keep. The settings are attributes too in a scripted module (norm_first, self_attn.num_heads,
+// norm1.eps, activation_relu_or_gelu); tracing drops them, so for a traced layer they are read
+// from the constants of its traced graph (the fused _transformer_encoder_layer_fwd call a trace
+// under no_grad records, or the unfused layer_norm / scaled_dot_product_attention calls).
+//
+// batch_first does not reach the plan: every op but attention is per token, and attention gets
+// the sequences from the batcher. Over the wire an encoder always takes [batch, seq, d], also
+// when the module was built with batch_first=False.
+#pragma once
+
+#include <torch/script.h>
+
+#include <vector>
+
+#include "common/status.h"
+#include "torch/chain_walker.h"
+
+namespace ltserve::lowering {
+
+// The module is an encoder, an encoder layer, or an nn.Sequential holding one as a child.
+bool IsEncoderModel(const torch::jit::Module& module);
+
+// The model's steps in order: encoder layers, the encoder's final norm, and the chains
+// (Linear, LayerNorm, activations, Dropout) of the Sequential's other children. UNIMPLEMENTED
+// naming the submodule for anything else (a custom activation, attention with separate q/k/v
+// weights or bias_k, a child that is not a chain).
+Result<std::vector<Step>> EncoderModelSteps(const torch::jit::Module& module);
+
+}  // namespace ltserve::lowering

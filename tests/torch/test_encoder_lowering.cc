@@ -1,0 +1,176 @@
+// Transformer encoders lower to token plans (scripted and traced) with the module's own weights
+// and settings; configs an encoder plan cannot serve fall back or fail with a reason.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "test_models.h"
+#include "torch/torch_loader.h"
+
+namespace ltserve {
+namespace {
+
+using testing::EncoderModel;
+
+LoadedModel LoadOk(const ModelSpec& spec) {
+  Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  if (!loaded.ok()) return LoadedModel{};
+  return std::move(loaded).value();
+}
+
+// Every weight vector of the plan is, byte for byte, one of the module's parameters, and every
+// parameter is used.
+void ExpectWeightsAreModuleParameters(const plan::Plan& plan, const std::string& file) {
+  torch::jit::Module module = torch::jit::load(file);
+  std::vector<at::Tensor> parameters;
+  for (const auto& parameter : module.named_parameters()) {
+    parameters.push_back(parameter.value.to(at::kFloat).contiguous());
+  }
+  std::set<std::size_t> used;
+  auto expect_parameter = [&](const std::vector<float>& values, const char* what) {
+    if (values.empty()) return;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      if (parameters[i].numel() == static_cast<std::int64_t>(values.size()) &&
+          std::memcmp(values.data(), parameters[i].const_data_ptr(),
+                      values.size() * sizeof(float)) == 0) {
+        used.insert(i);
+        return;
+      }
+    }
+    ADD_FAILURE() << what << " of " << values.size() << " values is no module parameter";
+  };
+  for (const plan::Op& op : plan.ops()) {
+    if (const auto* linear = std::get_if<plan::LinearOp>(&op)) {
+      expect_parameter(linear->weight, "a linear weight");
+      expect_parameter(linear->bias, "a linear bias");
+    } else if (const auto* norm = std::get_if<plan::LayerNormOp>(&op)) {
+      expect_parameter(norm->gamma, "a layernorm weight");
+      expect_parameter(norm->beta, "a layernorm bias");
+    }
+  }
+  EXPECT_EQ(used.size(), parameters.size()) << "module parameters the plan does not hold";
+}
+
+// The op that writes `value`, or null for the plan input.
+const plan::Op* Producer(const plan::Plan& plan, plan::ValueId value) {
+  for (const plan::Op& op : plan.ops()) {
+    const plan::ValueId output = std::visit([](const auto& o) { return o.output; }, op);
+    if (output == value) return &op;
+  }
+  return nullptr;
+}
+
+class EncoderLoweringTest : public ::testing::TestWithParam<std::tuple<EncoderModel, std::string>> {
+};
+
+TEST_P(EncoderLoweringTest, LowersToTokenPlanWithModuleSettingsAndWeights) {
+  const auto& [encoder, mode] = GetParam();
+  const ModelSpec spec = testing::MakeEncoderSpec(encoder, mode);
+  LoadedModel loaded = LoadOk(spec);
+  ASSERT_NE(loaded.plan, nullptr) << loaded.lowering_report;
+  const plan::Plan& plan = *loaded.plan;
+  EXPECT_EQ(plan.input_kind(), plan::InputKind::kTokens);
+  EXPECT_EQ(plan.input_width(), encoder.d_in);
+  EXPECT_EQ(plan.output_width(), encoder.d_out);
+  std::int64_t attentions = 0;
+  for (const plan::Op& op : plan.ops()) {
+    const auto* attention = std::get_if<plan::AttentionOp>(&op);
+    if (attention == nullptr) continue;
+    ++attentions;
+    EXPECT_EQ(attention->num_heads, encoder.heads);
+    EXPECT_EQ(attention->num_heads * attention->head_dim, plan.values()[attention->output].width);
+    // The out-projection adds the layer input back; the in-projection reads that same input
+    // (post-norm) or its norm1 (norm_first).
+    const auto* qkv = std::get_if<plan::LinearOp>(Producer(plan, attention->qkv));
+    ASSERT_NE(qkv, nullptr);
+    const plan::LinearOp* out_proj = nullptr;
+    for (const plan::Op& other : plan.ops()) {
+      const auto* linear = std::get_if<plan::LinearOp>(&other);
+      if (linear != nullptr && linear->input == attention->output) out_proj = linear;
+    }
+    ASSERT_NE(out_proj, nullptr);
+    ASSERT_NE(out_proj->residual, plan::kNoValue);
+    EXPECT_EQ(qkv->input == out_proj->residual, !encoder.norm_first);
+    if (encoder.norm_first) {
+      const plan::Op* norm1 = Producer(plan, qkv->input);
+      ASSERT_NE(norm1, nullptr);
+      EXPECT_EQ(std::get<plan::LayerNormOp>(*norm1).input, out_proj->residual);
+    }
+  }
+  EXPECT_EQ(attentions, encoder.layers);
+  ExpectWeightsAreModuleParameters(plan, spec.model_file.string());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEncoders, EncoderLoweringTest,
+                         ::testing::ValuesIn(testing::EncoderModelModes()), [](const auto& info) {
+                           return std::get<0>(info.param).name + "_" + std::get<1>(info.param);
+                         });
+
+void ExpectFallback(const ModelSpec& spec, const std::string& reason_part) {
+  LoadedModel loaded = LoadOk(spec);
+  EXPECT_EQ(loaded.plan, nullptr);
+  EXPECT_NE(loaded.torchscript, nullptr);
+  EXPECT_NE(loaded.lowering_report.find(reason_part), std::string::npos) << loaded.lowering_report;
+}
+
+ModelSpec MaskedSpec() {
+  ModelSpec spec = testing::MakeSpec("enc_masked", {-1, 64}, {-1, 64}, DataType::kFp32,
+                                     testing::kEncoderMaxBatch);
+  spec.model_file = testing::EncoderModelFile("enc_masked");
+  spec.inputs.push_back(TensorSpec{"MASK__1", DataType::kBool, {-1}});
+  return spec;
+}
+
+TEST(EncoderConfigTest, KeyPaddingMaskInputFallsBackSayingSo) {
+  ExpectFallback(MaskedSpec(), "key-padding mask");
+}
+
+TEST(EncoderConfigTest, KeyPaddingMaskWithExecutionPathPlanIsAnError) {
+  ModelSpec spec = MaskedSpec();
+  spec.parameters["execution_path"] = "plan";
+  Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(loaded.status().message().find("key-padding mask"), std::string::npos);
+}
+
+TEST(EncoderConfigTest, EncoderWithoutSequenceDimFallsBack) {
+  ModelSpec spec = testing::MakeEncoderSpec(testing::FindEncoderModel("enc_post_relu"), "script");
+  spec.inputs[0].dims = {64};
+  spec.outputs[0].dims = {64};
+  ExpectFallback(spec, "[batch, seq, d]");
+}
+
+TEST(EncoderConfigTest, EncoderWithoutBatchDimFallsBack) {
+  ModelSpec spec = testing::MakeEncoderSpec(testing::FindEncoderModel("enc_post_relu"), "trace");
+  spec.max_batch_size = 0;
+  ExpectFallback(spec, "max_batch_size > 0");
+}
+
+TEST(EncoderConfigTest, ChainWithVariableSequenceDimFallsBack) {
+  ExpectFallback(testing::MakeSpec("relu_script", {-1, testing::kOddIn}, {-1, testing::kOddIn}),
+                 "only transformer encoders");
+}
+
+TEST(EncoderConfigTest, PerTokenWidthMismatchIsAnErrorNamingBoth) {
+  for (const bool input_side : {true, false}) {
+    ModelSpec spec = testing::MakeEncoderSpec(testing::FindEncoderModel("seq_wrapped"), "script");
+    (input_side ? spec.inputs[0] : spec.outputs[0]).dims = {-1, 6};
+    Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
+    const std::string& message = loaded.status().message();
+    EXPECT_NE(message.find("per token"), std::string::npos) << message;
+    EXPECT_NE(message.find(input_side ? "width is 37" : "width is 5"), std::string::npos)
+        << message;
+  }
+}
+
+}  // namespace
+}  // namespace ltserve
