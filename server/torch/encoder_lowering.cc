@@ -22,7 +22,8 @@ constexpr char kSequential[] = "__torch__.torch.nn.modules.container.Sequential"
 // A second instance of a class with other attributes gets a mangled name (toolchain notes §4).
 std::string TypeName(const Module& module) {
   static const std::regex mangle(R"(___torch_mangle_\d+\.)");
-  return std::regex_replace(module.type()->name()->qualifiedName(), mangle, "");
+  const std::optional<c10::QualifiedName>& name = module.type()->name();
+  return name ? std::regex_replace(name->qualifiedName(), mangle, "") : "";
 }
 
 Status NotLowered(const std::string& where, const std::string& why) {
