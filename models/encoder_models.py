@@ -62,6 +62,11 @@ def encoder_models():
     }
 
 
+def flattened():
+    """Not per token: Flatten merges each sequence's tokens; must not lower."""
+    return nn.Sequential(encoder(64, 4, 96, 1, False, "relu", True, False), nn.Flatten())
+
+
 class MaskedEncoder(nn.Module):
     """An encoder taking PyTorch's key-padding mask (true = padding) as a second input."""
 
@@ -81,6 +86,9 @@ def export_encoders(exporter, seed):
             module = randomize(factory())
             exporter.write(f"{name}_{mode}", module, [("INPUT__0", f32, [-1, d_in])],
                            [("OUTPUT__0", f32, [-1, d_out])], MAX_BATCH, mode)
+    torch.manual_seed(seed)
+    exporter.write("enc_flattened", randomize(flattened()), [("INPUT__0", f32, [-1, 64])],
+                   [("OUTPUT__0", f32, [-1])], MAX_BATCH)
     torch.manual_seed(seed)
     exporter.write("enc_masked", MaskedEncoder(),
                    [("INPUT__0", f32, [-1, 64]), ("MASK__1", torch.bool, [-1])],

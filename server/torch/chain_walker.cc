@@ -228,6 +228,9 @@ Status ChainWalker::VisitLayerNorm(const Node& node) {
 // Flatten changes no bytes of a row-major tensor; only the rank it leaves matters, and it must
 // never merge the batch dim.
 Status ChainWalker::VisitFlatten(const Node& node) {
+  if (per_token_) {
+    return NotLowered(node, "a token model's blocks must act per token; Flatten merges tokens");
+  }
   LTSERVE_ASSIGN_OR_RETURN(std::int64_t start, ConstantInt(node, 1));
   LTSERVE_ASSIGN_OR_RETURN(std::int64_t end, ConstantInt(node, 2));
   const std::int64_t full_rank = rank_ + (has_batch_dim_ ? 1 : 0);

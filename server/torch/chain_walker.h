@@ -51,9 +51,10 @@ using Step = std::variant<LinearStep, ActivationStep, LayerNormStep, EncoderLaye
 
 class ChainWalker {
  public:
-  // `input_rank`: non-batch dims of the input; `has_batch_dim`: whether dim 0 is the batch.
-  ChainWalker(std::int64_t input_rank, bool has_batch_dim)
-      : rank_(input_rank), has_batch_dim_(has_batch_dim) {}
+  // `input_rank`: non-batch dims of the input; `has_batch_dim`: whether dim 0 is the batch;
+  // `per_token`: the input is [batch, seq, width] of a token model, so no Flatten is lowered.
+  ChainWalker(std::int64_t input_rank, bool has_batch_dim, bool per_token = false)
+      : rank_(input_rank), has_batch_dim_(has_batch_dim), per_token_(per_token) {}
 
   // The layers in order, or UNIMPLEMENTED saying why the graph is not a chain of them.
   // Not thread-safe; one walk per walker.
@@ -73,6 +74,7 @@ class ChainWalker {
 
   std::int64_t rank_;  // non-batch dims of the current value
   bool has_batch_dim_;
+  bool per_token_;
   const torch::jit::Value* current_ = nullptr;
   std::vector<Step> steps_;
 };

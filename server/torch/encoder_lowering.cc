@@ -19,6 +19,9 @@ constexpr char kEncoder[] = "__torch__.torch.nn.modules.transformer.TransformerE
 constexpr char kEncoderLayer[] = "__torch__.torch.nn.modules.transformer.TransformerEncoderLayer";
 constexpr char kSequential[] = "__torch__.torch.nn.modules.container.Sequential";
 
+// The shape a block around an encoder sees, as far as the chain walker cares: one row per token.
+const InputShape kPerToken{{-1}, true, true};
+
 // A second instance of a class with other attributes gets a mangled name (toolchain notes §4).
 std::string TypeName(const Module& module) {
   static const std::regex mangle(R"(___torch_mangle_\d+\.)");
@@ -212,8 +215,7 @@ Status AppendEncoder(const Module& encoder, const std::string& where, std::vecto
   }
   // The optional final norm: None in a scripted module, absent in a traced one.
   if (encoder.hasattr("norm") && encoder.attr("norm").isObject()) {
-    Result<std::vector<Step>> norm =
-        ChainSteps(encoder.attr("norm").toModule(), InputShape{{-1}, true});
+    Result<std::vector<Step>> norm = ChainSteps(encoder.attr("norm").toModule(), kPerToken);
     if (!norm.ok()) return NotLowered(Join(where, "norm"), norm.status().message());
     steps->insert(steps->end(), norm->begin(), norm->end());
   }
@@ -229,7 +231,7 @@ Status AppendBlock(const Module& block, const std::string& where, std::vector<St
     return Status::Ok();
   }
   // A per-token block: one row of width d per token, so rank 1 for the chain walker.
-  Result<std::vector<Step>> chain = ChainSteps(block, InputShape{{-1}, true});
+  Result<std::vector<Step>> chain = ChainSteps(block, kPerToken);
   if (!chain.ok()) return NotLowered(where, chain.status().message());
   steps->insert(steps->end(), chain->begin(), chain->end());
   return Status::Ok();

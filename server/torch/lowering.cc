@@ -179,7 +179,8 @@ Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t config
 Result<std::vector<Step>> ChainSteps(const torch::jit::Module& module, const InputShape& input) {
   LTSERVE_ASSIGN_OR_RETURN(std::shared_ptr<torch::jit::Graph> graph, FrozenForward(module));
   try {
-    ChainWalker walker(static_cast<std::int64_t>(input.dims.size()), input.has_batch_dim);
+    ChainWalker walker(static_cast<std::int64_t>(input.dims.size()), input.has_batch_dim,
+                       input.per_token);
     return walker.Walk(*graph);
   } catch (const std::exception& error) {
     return Unimplemented("lowering failed: " + aten::ExceptionMessage(error));

@@ -25,6 +25,9 @@ namespace ltserve::lowering {
 struct InputShape {
   std::vector<std::int64_t> dims;
   bool has_batch_dim = true;
+  // A block of a token model ([batch, seq, width] in): it must act on each token alone, so
+  // Flatten, which would merge tokens, stops the walk.
+  bool per_token = false;
 };
 
 // The validated plan, or UNIMPLEMENTED with a message saying precisely what could not be

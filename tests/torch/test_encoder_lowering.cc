@@ -153,6 +153,13 @@ TEST(EncoderConfigTest, EncoderWithoutBatchDimFallsBack) {
   ExpectFallback(spec, "max_batch_size > 0");
 }
 
+TEST(EncoderConfigTest, BlockThatIsNotPerTokenFallsBack) {
+  ModelSpec spec = testing::MakeSpec("enc_flattened", {-1, 64}, {-1, 64}, DataType::kFp32,
+                                     testing::kEncoderMaxBatch);
+  spec.model_file = testing::EncoderModelFile("enc_flattened");
+  ExpectFallback(spec, "Flatten merges tokens");
+}
+
 TEST(EncoderConfigTest, ChainWithVariableSequenceDimFallsBack) {
   ExpectFallback(testing::MakeSpec("relu_script", {-1, testing::kOddIn}, {-1, testing::kOddIn}),
                  "only transformer encoders");
