@@ -150,7 +150,7 @@ Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::P
   model->has_batch_dim = spec.max_batch_size > 0;
   model->max_rows = std::max(spec.max_batch_size, 1);
   if (model->tokens) {
-    LTSERVE_ASSIGN_OR_RETURN(model->max_rows, CpuMaxBatchTokens(spec));
+    LTSERVE_ASSIGN_OR_RETURN(model->max_rows, MaxBatchTokens(spec));
   }
   for (const plan::Op& op : plan->ops()) model->weights.push_back(WeightsOf(op));
   model->plan = std::move(plan);
@@ -159,7 +159,7 @@ Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::P
 
 }  // namespace
 
-Result<std::int64_t> CpuMaxBatchTokens(const ModelSpec& spec) {
+Result<std::int64_t> MaxBatchTokens(const ModelSpec& spec) {
   const std::int64_t configured_seq =
       !spec.inputs.empty() && !spec.inputs[0].dims.empty() ? spec.inputs[0].dims[0] : -1;
   LTSERVE_ASSIGN_OR_RETURN(

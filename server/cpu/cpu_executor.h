@@ -20,7 +20,7 @@ namespace ltserve {
 // Token plans (encoders, InputKind::kTokens): dims are [seq, width] per token; Execute takes
 // BatchShape::sequence_lengths, packed tokens in and [total_tokens, width_out] out, and runs
 // attention per sequence (ATen's scaled_dot_product_attention, fp32). Instances hold
-// CpuMaxBatchTokens(spec) tokens.
+// MaxBatchTokens(spec) tokens.
 Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
     std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec);
 
@@ -28,9 +28,9 @@ Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
 // gives one: BERT's limit, which covers most encoders exported from PyTorch.
 constexpr std::int64_t kDefaultMaxSequenceLength = 512;
 
-// Tokens a CPU instance of a token model holds (the scheduler's max_batch_tokens): parameter
+// Tokens per executed batch of a token model, for every executor and the scheduler: parameter
 // max_tokens_per_batch, else max_batch_size × max_sequence_length (parameter, else the config's
 // seq dim when fixed, else kDefaultMaxSequenceLength). INVALID_ARGUMENT for a malformed parameter.
-Result<std::int64_t> CpuMaxBatchTokens(const ModelSpec& spec);
+Result<std::int64_t> MaxBatchTokens(const ModelSpec& spec);
 
 }  // namespace ltserve

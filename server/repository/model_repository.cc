@@ -60,11 +60,23 @@ Result<ChosenExecutor> ChooseExecutor(const ModelSpec& spec, bool allow_gpu) {
                  loaded.lowering_report);
     return ChosenExecutor{std::move(loaded.torchscript), loaded.lowering_report};
   }
+  // A token plan (an encoder) has one token budget whichever executor runs it: the scheduler
+  // packs sequences up to it, and the executor is sized for it.
+  const bool tokens = loaded.plan->input_kind() == plan::InputKind::kTokens;
+  std::int64_t token_budget = 0;
+  ModelSpec sized = spec;
+  if (tokens) {
+    LTSERVE_ASSIGN_OR_RETURN(token_budget, MaxBatchTokens(spec));
+    sized.parameters["max_tokens_per_batch"] = std::to_string(token_budget);
+  }
+  auto packed = [&](std::unique_ptr<ExecutorFactory> factory) {
+    return ChosenExecutor{std::move(factory), loaded.lowering_report, tokens, token_budget};
+  };
   if (allow_gpu && spec.device != DeviceKind::kCpu) {
     std::string reason;
     if (GpuAvailable(&reason)) {
-      auto gpu = CreateGpuExecutorFactory(loaded.plan, spec);
-      if (gpu.ok()) return ChosenExecutor{std::move(gpu).value(), loaded.lowering_report};
+      auto gpu = CreateGpuExecutorFactory(loaded.plan, sized);
+      if (gpu.ok()) return packed(std::move(gpu).value());
       if (spec.device == DeviceKind::kGpu) return gpu.status();
       spdlog::warn("model '{}': GPU executor unavailable ({}); using the CPU", spec.name,
                    gpu.status().ToString());
@@ -74,13 +86,8 @@ Result<ChosenExecutor> ChooseExecutor(const ModelSpec& spec, bool allow_gpu) {
       spdlog::info("model '{}': no GPU ({}); using the CPU executor", spec.name, reason);
     }
   }
-  LTSERVE_ASSIGN_OR_RETURN(auto cpu, CreateCpuExecutorFactory(loaded.plan, spec));
-  ChosenExecutor chosen{std::move(cpu), loaded.lowering_report};
-  if (loaded.plan->input_kind() == plan::InputKind::kTokens) {
-    chosen.packed_sequences = true;
-    LTSERVE_ASSIGN_OR_RETURN(chosen.max_batch_tokens, CpuMaxBatchTokens(spec));
-  }
-  return chosen;
+  LTSERVE_ASSIGN_OR_RETURN(auto cpu, CreateCpuExecutorFactory(loaded.plan, sized));
+  return packed(std::move(cpu));
 }
 
 }  // namespace

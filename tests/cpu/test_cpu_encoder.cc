@@ -76,7 +76,7 @@ void ExpectEachSequenceMatches(const ModelSpec& spec, const EncoderModel& model,
                                ExecutorInstance& instance, const std::vector<std::int32_t>& lengths,
                                std::mt19937& rng) {
   // A first run over the whole capacity, poisoned, so any row the checked run skips is NaN.
-  const std::int64_t capacity = CpuMaxBatchTokens(spec).value();
+  const std::int64_t capacity = MaxBatchTokens(spec).value();
   const std::vector<std::int32_t> full(
       1, static_cast<std::int32_t>(std::min<std::int64_t>(capacity, 64)));
   RunBatch(instance, model, full, rng);
@@ -158,22 +158,22 @@ ModelSpec SmallEncoderSpec() {
 
 TEST(EncoderCpuCapacityTest, TokensPerBatchComeFromTheConfig) {
   ModelSpec spec = SmallEncoderSpec();
-  EXPECT_EQ(CpuMaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * kDefaultMaxSequenceLength);
+  EXPECT_EQ(MaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * kDefaultMaxSequenceLength);
   spec.parameters["max_sequence_length"] = "100";
-  EXPECT_EQ(CpuMaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * 100);
+  EXPECT_EQ(MaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * 100);
   spec.parameters["max_tokens_per_batch"] = "300";
-  EXPECT_EQ(CpuMaxBatchTokens(spec).value(), 300);
+  EXPECT_EQ(MaxBatchTokens(spec).value(), 300);
   spec.parameters.erase("max_sequence_length");
   spec.parameters.erase("max_tokens_per_batch");
   spec.inputs[0].dims[0] = 9;  // a fixed sequence length
-  EXPECT_EQ(CpuMaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * 9);
+  EXPECT_EQ(MaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * 9);
 }
 
 TEST(EncoderCpuCapacityTest, MalformedTokenParametersAreInvalidArgument) {
   for (const char* value : {"abc", "0", "-3", "12x"}) {
     ModelSpec spec = SmallEncoderSpec();
     spec.parameters["max_tokens_per_batch"] = value;
-    Result<std::int64_t> tokens = CpuMaxBatchTokens(spec);
+    Result<std::int64_t> tokens = MaxBatchTokens(spec);
     ASSERT_FALSE(tokens.ok()) << value;
     EXPECT_EQ(tokens.status().code(), StatusCode::kInvalidArgument);
     Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
