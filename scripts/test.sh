@@ -9,6 +9,12 @@ cd "$(dirname "$0")/.."
 export LTSERVE_BUILD_DIR=${BUILD_DIR:-build}
 status=0
 ctest --test-dir "$LTSERVE_BUILD_DIR" --output-on-failure --timeout 600 || status=1
+# ctest lists skipped tests without their output: say here why the GPU tests skipped, if they did.
+gpu_tests=$LTSERVE_BUILD_DIR/tests/gpu/test_gpu_executor
+if [[ -x $gpu_tests ]]; then
+  reason=$("$gpu_tests" 2>&1 | grep -m1 -A1 ': Skipped$' | tail -n 1 || true)
+  [[ -n $reason ]] && echo "GPU tests skipped on this machine: $reason"
+fi
 # tritonclient registers its own copy of Triton's model_config.proto in protobuf's global
 # descriptor pool, and so do the stubs the other suites generate from proto/: one process cannot
 # import both, so the Triton-client suite runs in its own.
