@@ -9,6 +9,7 @@
 #include <torch/script.h>
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,32 @@ std::shared_ptr<plan::Plan> LowerEncoder(const torch::jit::Module& encoder, std:
   return p;
 }
 
+// Where an eager (not graph-replayed) forward pass spends its time, per kind of step: what
+// tells a slow kernel from launch gaps when the graph time misses the floor.
+void PrintStepBreakdown(ltserve::ExecutorInstance& instance, std::int64_t max_batch) {
+  std::printf("\nPer-step device time of one eager forward pass (µs, summed per kind of step; "
+              "events between steps, so launch gaps are included):\n\n");
+  std::printf("| batch | gemm | attention | layernorm | pointwise | total |\n|---:|---:|---:|---:|---:|---:|\n");
+  for (std::int64_t batch : {std::int64_t{1}, std::int64_t{8}, std::int64_t{32}, std::int64_t{128}}) {
+    if (batch > max_batch) break;
+    std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch), static_cast<std::int32_t>(kSeq));
+    auto steps = ltserve::GpuProfileTokenForward(instance, lengths, 10);
+    if (!steps.ok()) {
+      std::fprintf(stderr, "profile: %s\n", steps.status().ToString().c_str());
+      return;
+    }
+    std::map<std::string, double> per_kind;
+    double total = 0;
+    for (const auto& step : steps.value()) {
+      per_kind[step.kind] += step.us;
+      total += step.us;
+    }
+    std::printf("| %ld | %.1f | %.1f | %.1f | %.1f | %.1f |\n", static_cast<long>(batch),
+                per_kind["gemm"], per_kind["attention"], per_kind["layernorm"],
+                per_kind["pointwise"], total);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,6 +197,7 @@ int main(int argc, char** argv) {
                   tokens, floor_us, ltserve_us, torch_us, torch_us / ltserve_us, ltserve_us / floor_us);
       std::fflush(stdout);
     }
+    PrintStepBreakdown(*instance.value(), max_batch);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench failed: %s\n", error.what());

@@ -2,6 +2,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "gpu/attention.h"
 #include "gpu/kernels_device.cuh"
@@ -10,7 +11,9 @@ namespace ltserve::gpu {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kThreads = kAttentionQueriesPerBlock * kWarp;
+// The CUDA-core kernel: one query per warp, 8 warps, looping over its item's 64 queries.
+constexpr int kQueriesPerRound = 8;
+constexpr int kThreads = kQueriesPerRound * kWarp;
 // Keys per shared-memory tile: one per lane, so each lane scores one key of the tile.
 constexpr int kKeyTile = kWarp;
 constexpr int kMaxHeadDim = static_cast<int>(kAttentionMaxHeadDim);
@@ -20,6 +23,7 @@ constexpr int kPerLane = kMaxHeadDim / kWarp;
 // rest): enough to fill every SM, without launching blocks that only find nothing to do.
 constexpr std::int64_t kMaxBlocksPerHead = 1024;
 constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kRoundsPerItem = kAttentionQueriesPerItem / kQueriesPerRound;
 
 __device__ __forceinline__ float WarpMax(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
@@ -33,15 +37,15 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-// One block per (work item, head): a work item is up to kAttentionQueriesPerBlock consecutive
-// queries of one sequence, one per warp. The block streams the sequence's keys and values
+// Variant 1, CUDA cores, any element type and head_dim: one block per (work item, head), 8 of
+// the item's queries at a time, one per warp. The block streams the sequence's keys and values
 // through shared memory a tile at a time; each warp keeps its query's running max `m`, sum
 // `l` and output accumulator in registers and rescales them once per tile.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, std::int64_t max_tokens,
                     int num_heads, int head_dim, float scale) {
-  __shared__ float q_s[kAttentionQueriesPerBlock][kMaxHeadDim];
+  __shared__ float q_s[kQueriesPerRound][kMaxHeadDim];
   __shared__ float k_s[kKeyTile][kMaxHeadDim + 1];  // +1: lanes read different rows conflict-free
   __shared__ float v_s[kKeyTile][kMaxHeadDim];
   const int items = batch[0];
@@ -53,11 +57,14 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
 
-  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+  for (int round = blockIdx.x; round < items * kRoundsPerItem; round += gridDim.x) {
+    const int item = round / kRoundsPerItem;
     const int sequence = work[2 * item];
-    const int query = work[2 * item + 1] + warp;
+    const int first = work[2 * item + 1] + (round % kRoundsPerItem) * kQueriesPerRound;
     const std::int64_t begin = cu_seqlens[sequence];
     const int length = cu_seqlens[sequence + 1] - cu_seqlens[sequence];
+    if (first >= length) continue;  // block-uniform: the item ends before this round
+    const int query = first + warp;
     const bool active = query < length;  // warp-uniform: every lane has the same query
     __syncthreads();  // the previous item's warps are done with q_s
     if (active) {
@@ -117,6 +124,264 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Variant 2, tensor cores (bf16/fp16, head_dim a multiple of 16 up to 128): FlashAttention-2's
+// forward pass. A block takes one work item (64 queries of one sequence) of one head; each of
+// its 4 warps owns 16 query rows and keeps them in registers as mma A fragments. The block
+// walks the sequence's keys in tiles of 64: K row-major and V transposed in shared memory, so
+// every mma B fragment is one 32-bit shared load. Per tile a warp computes S = q·kᵀ (fp32
+// accumulators), masks keys past the end, updates the running max/sum (online softmax, in the
+// exp2 domain with the scale folded in), rounds P to the input type in registers (the
+// accumulator layout of S is the A layout of P·V) and accumulates P·V. Nothing of S or P leaves
+// registers.
+namespace tensor_core {
+
+constexpr int kWarps = 4;
+constexpr int kRows = 16;                       // query rows per warp: mma's m
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kKeys = 64;                       // keys per shared-memory tile
+constexpr int kPad = 8;                         // halves per row: keeps fragment loads conflict-free
+constexpr int kVec = 8;                         // halves per 16-byte global load
+static_assert(kWarps * kRows == kAttentionQueriesPerItem, "one block covers one work item");
+
+// D += A·B for one m16n8k16 tile; TYPE is the PTX name of the 16-bit input type.
+#define LTSERVE_MMA_M16N8K16(TYPE, d, a, b0, b1)                                         \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                    \
+               ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"          \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
+template <typename T>
+struct Mma {
+  __device__ static void Run(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                             std::uint32_t b1) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      LTSERVE_MMA_M16N8K16("bf16", d, a, b0, b1);
+    } else {
+      LTSERVE_MMA_M16N8K16("f16", d, a, b0, b1);
+    }
+  }
+  // Two fp32 values rounded to T, the lower one in the low half (mma's element order).
+  __device__ static std::uint32_t Pack(float lo, float hi) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<std::uint32_t*>(&v);
+    } else {
+      __half2 v = __floats2half2_rn(lo, hi);
+      return *reinterpret_cast<std::uint32_t*>(&v);
+    }
+  }
+};
+#undef LTSERVE_MMA_M16N8K16
+
+__device__ __forceinline__ std::uint32_t Load32(const std::uint16_t* p) {
+  return *reinterpret_cast<const std::uint32_t*>(p);
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads)
+    AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, std::int64_t max_tokens,
+                    int num_heads, float scale_log2) {
+  constexpr int kChunks = kHeadDim / 16;   // k steps of q·kᵀ
+  constexpr int kDimTiles = kHeadDim / 8;  // n tiles of P·V
+  constexpr int kKeyTiles = kKeys / 8;     // n tiles of q·kᵀ
+  constexpr int kRowVecs = kHeadDim / kVec;
+  __shared__ __align__(16) std::uint16_t k_s[kKeys][kHeadDim + kPad];
+  __shared__ __align__(16) std::uint16_t vt_s[kHeadDim][kKeys + kPad];
+
+  const int items = batch[0];
+  const std::int32_t* cu_seqlens = batch + 1;
+  const std::int32_t* work = batch + AttentionWorkOffset(max_tokens);
+  const std::int64_t width = static_cast<std::int64_t>(num_heads) * kHeadDim;
+  const std::int64_t stride = 3 * width;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kHeadDim;
+  const auto* in = reinterpret_cast<const std::uint16_t*>(qkv);
+  auto* dst = reinterpret_cast<std::uint16_t*>(out);
+  const int warp = threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const int g = lane / 4;  // mma fragment row group
+  const int t = lane % 4;  // and the thread's column pair within it
+
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const int sequence = work[2 * item];
+    const int q0 = work[2 * item + 1] + warp * kRows;
+    const std::int64_t begin = cu_seqlens[sequence];
+    const int length = cu_seqlens[sequence + 1] - cu_seqlens[sequence];
+    const bool warp_active = q0 < length;  // block-uniform loop below, warp-uniform compute
+
+    // This warp's 16 query rows as A fragments; rows past the end are zeros (never stored).
+    std::uint32_t q[kChunks][4];
+    const int row0 = q0 + g;
+    const int row1 = q0 + g + 8;
+    const std::uint16_t* q_row0 = in + (begin + row0) * stride + head + 2 * t;
+    const std::uint16_t* q_row1 = in + (begin + row1) * stride + head + 2 * t;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      q[c][0] = row0 < length ? Load32(q_row0 + c * 16) : 0u;
+      q[c][1] = row1 < length ? Load32(q_row1 + c * 16) : 0u;
+      q[c][2] = row0 < length ? Load32(q_row0 + c * 16 + 8) : 0u;
+      q[c][3] = row1 < length ? Load32(q_row1 + c * 16 + 8) : 0u;
+    }
+    float o[kDimTiles][4];
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY};  // running max of rows g and g + 8 (log2 domain)
+    float l[2] = {0.f, 0.f};              // running sums, complete across the row's 4 lanes
+
+    for (int key0 = 0; key0 < length; key0 += kKeys) {
+      __syncthreads();  // the previous tile is consumed
+      // Keys past the end load as zeros: their p is 0, and 0·V must not meet garbage (NaN).
+      for (int e = threadIdx.x; e < kKeys * kRowVecs; e += kThreads) {
+        const int j = e / kRowVecs;
+        const int i = (e % kRowVecs) * kVec;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (key0 + j < length) {
+          v = *reinterpret_cast<const uint4*>(in + (begin + key0 + j) * stride + width + head + i);
+        }
+        *reinterpret_cast<uint4*>(&k_s[j][i]) = v;
+      }
+      // V transposed; consecutive lanes take consecutive keys so the 16-bit stores of a warp
+      // fall into distinct words.
+      for (int e = threadIdx.x; e < kKeys * kRowVecs; e += kThreads) {
+        const int j = e % kKeys;
+        const int i = (e / kKeys) * kVec;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (key0 + j < length) {
+          v = *reinterpret_cast<const uint4*>(in + (begin + key0 + j) * stride + 2 * width +
+                                              head + i);
+        }
+        const auto* halves = reinterpret_cast<const std::uint16_t*>(&v);
+#pragma unroll
+        for (int h = 0; h < kVec; ++h) vt_s[i + h][j] = halves[h];
+      }
+      __syncthreads();
+      if (!warp_active) continue;
+
+      float s[kKeyTiles][4];
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const std::uint16_t* k_row = &k_s[n * 8 + g][c * 16 + 2 * t];
+          Mma<T>::Run(s[n], q[c], Load32(k_row), Load32(k_row + 8));
+        }
+      }
+      float tile_max[2] = {m[0], m[1]};
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + n * 8 + 2 * t + (e & 1);
+          s[n][e] = key < length ? s[n][e] * scale_log2 : -INFINITY;
+          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
+        }
+      }
+      float correction[2];
+      float tile_sum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 2));
+        // The tile holds key0 < length, so the max is finite and exp2(-inf) gives 0 on entry.
+        correction[r] = exp2f(m[r] - tile_max[r]);
+        m[r] = tile_max[r];
+      }
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[n][e] = exp2f(s[n][e] - m[e / 2]);
+          tile_sum[e / 2] += s[n][e];
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 1);
+        tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 2);
+        l[r] = l[r] * correction[r] + tile_sum[r];
+      }
+#pragma unroll
+      for (int n = 0; n < kDimTiles; ++n) {
+        o[n][0] *= correction[0];
+        o[n][1] *= correction[0];
+        o[n][2] *= correction[1];
+        o[n][3] *= correction[1];
+      }
+      // P·V, 16 keys per step: S's accumulators for key tiles 2k and 2k+1 are P's A fragment.
+#pragma unroll
+      for (int k = 0; k < kKeys / 16; ++k) {
+        const std::uint32_t p[4] = {Mma<T>::Pack(s[2 * k][0], s[2 * k][1]),
+                                    Mma<T>::Pack(s[2 * k][2], s[2 * k][3]),
+                                    Mma<T>::Pack(s[2 * k + 1][0], s[2 * k + 1][1]),
+                                    Mma<T>::Pack(s[2 * k + 1][2], s[2 * k + 1][3])};
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n) {
+          const std::uint16_t* v_row = &vt_s[n * 8 + g][k * 16 + 2 * t];
+          Mma<T>::Run(o[n], p, Load32(v_row), Load32(v_row + 8));
+        }
+      }
+    }
+    if (!warp_active) continue;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = q0 + g + 8 * r;
+      if (row >= length) continue;
+      const float inv = 1.f / l[r];
+      std::uint16_t* out_row = dst + (begin + row) * width + head + 2 * t;
+#pragma unroll
+      for (int n = 0; n < kDimTiles; ++n) {
+        *reinterpret_cast<std::uint32_t*>(out_row + n * 8) =
+            Mma<T>::Pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      }
+    }
+  }
+}
+
+// Blocks per head: enough for the items of `bucket_tokens` tokens in long sequences plus some
+// short ones; a grid-stride loop covers batches of many more short sequences.
+unsigned Blocks(std::int64_t bucket_tokens) {
+  std::int64_t blocks = (bucket_tokens + kAttentionQueriesPerItem - 1) / kAttentionQueriesPerItem;
+  blocks += bucket_tokens < 128 ? bucket_tokens : 128;
+  return static_cast<unsigned>(blocks < kMaxBlocksPerHead ? blocks : kMaxBlocksPerHead);
+}
+
+template <typename T, int kHeadDim>
+cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch, std::int64_t max_tokens,
+                   std::int64_t bucket_tokens, int num_heads, float scale_log2,
+                   cudaStream_t stream) {
+  const dim3 grid(Blocks(bucket_tokens), static_cast<unsigned>(num_heads));
+  AttentionKernel<T, kHeadDim><<<grid, kThreads, 0, stream>>>(
+      static_cast<const T*>(qkv), static_cast<T*>(out), batch, max_tokens, num_heads, scale_log2);
+  return cudaGetLastError();
+}
+
+bool Supports(int head_dim) { return head_dim % 16 == 0 && head_dim <= kMaxHeadDim; }
+
+template <typename T>
+cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
+                     std::int64_t max_tokens, std::int64_t bucket_tokens, int num_heads,
+                     int head_dim, cudaStream_t stream) {
+  // softmax(x·scale) = 2^(x·scale·log2 e) / Σ: the kernel works in the exp2 domain.
+  const float scale_log2 =
+      static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
+  switch (head_dim) {
+#define LTSERVE_ATTENTION_HEAD_DIM(D) \
+  case D: return Launch<T, D>(qkv, out, batch, max_tokens, bucket_tokens, num_heads, scale_log2, stream);
+    LTSERVE_ATTENTION_HEAD_DIM(16)
+    LTSERVE_ATTENTION_HEAD_DIM(32)
+    LTSERVE_ATTENTION_HEAD_DIM(48)
+    LTSERVE_ATTENTION_HEAD_DIM(64)
+    LTSERVE_ATTENTION_HEAD_DIM(80)
+    LTSERVE_ATTENTION_HEAD_DIM(96)
+    LTSERVE_ATTENTION_HEAD_DIM(112)
+    LTSERVE_ATTENTION_HEAD_DIM(128)
+#undef LTSERVE_ATTENTION_HEAD_DIM
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tensor_core
+
 template <typename T>
 cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
                       std::int64_t max_tokens, std::int64_t bucket_tokens, int num_heads,
@@ -147,8 +412,16 @@ cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batc
     case ElemType::kFp32:
       return Attention<float>(qkv, out, batch, max_tokens, bucket_tokens, heads, dim, stream);
     case ElemType::kFp16:
+      if (tensor_core::Supports(dim)) {
+        return tensor_core::Dispatch<__half>(qkv, out, batch, max_tokens, bucket_tokens, heads,
+                                             dim, stream);
+      }
       return Attention<__half>(qkv, out, batch, max_tokens, bucket_tokens, heads, dim, stream);
     case ElemType::kBf16:
+      if (tensor_core::Supports(dim)) {
+        return tensor_core::Dispatch<__nv_bfloat16>(qkv, out, batch, max_tokens, bucket_tokens,
+                                                     heads, dim, stream);
+      }
       return Attention<__nv_bfloat16>(qkv, out, batch, max_tokens, bucket_tokens, heads, dim,
                                       stream);
   }

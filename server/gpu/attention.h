@@ -2,6 +2,11 @@
 // per sequence and head in one pass per block of queries (online softmax with an fp32 running
 // max, sum and accumulator), so the score matrix never reaches memory.
 //
+// Two kernels (attention.cu): for bf16/fp16 with head_dim a multiple of 16 up to 128, a
+// flash-attention kernel on tensor cores (mma.sync m16n8k16, fp32 accumulation, K and V tiles
+// staged in shared memory and shared by the block's four warps); for everything else (fp32,
+// odd head dims) a CUDA-core kernel that keeps the whole computation in fp32.
+//
 // Which sequences a batch holds is data, not launch configuration: the kernel reads the
 // sequence offsets and its work list from a device buffer (attention_batch.h) that the host
 // refills per batch with an asynchronous copy. The grid depends only on the bucket's token
@@ -16,8 +21,9 @@
 
 namespace ltserve::gpu {
 
-// Queries one block of the kernel handles (one warp each).
-constexpr int kAttentionQueriesPerBlock = 8;
+// Queries of one sequence that one work item (one block, per head) covers: 4 warps of the
+// tensor-core kernel with 16 query rows each, the m dimension of mma.m16n8k16.
+constexpr int kAttentionQueriesPerItem = 64;
 // The largest head_dim the kernel holds in shared memory and registers.
 constexpr std::int64_t kAttentionMaxHeadDim = 128;
 

@@ -37,7 +37,7 @@ Status AttentionBatch::Upload(std::span<const std::int32_t> lengths, cudaStream_
                              " tokens exceeds the attention capacity");
     }
     cu_seqlens[s + 1] = static_cast<std::int32_t>(tokens);
-    for (std::int32_t first = 0; first < lengths[s]; first += kAttentionQueriesPerBlock) {
+    for (std::int32_t first = 0; first < lengths[s]; first += kAttentionQueriesPerItem) {
       work[2 * items] = static_cast<std::int32_t>(s);
       work[2 * items + 1] = first;
       ++items;

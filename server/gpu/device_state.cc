@@ -106,7 +106,7 @@ Status DeviceState::SetSequences(std::span<const std::int32_t> lengths) {
   return attention_batch_->Upload(lengths, stream());
 }
 
-Status DeviceState::Forward(std::size_t bucket) {
+Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_marks) {
   const ModelOptions& options = model_->options();
   const plan::Plan& plan = model_->plan();
   const ElemType storage = StorageType(options.precision);
@@ -137,6 +137,9 @@ Status DeviceState::Forward(std::size_t bucket) {
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
           attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
           storage, stream()));
+    }
+    if (s < step_marks.size()) {
+      LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
     }
   }
   if (output_io_.data() != nullptr) {

@@ -39,8 +39,10 @@ class DeviceState {
   // models without attention.
   Status SetSequences(std::span<const std::int32_t> lengths);
 
-  // Enqueues the forward pass over `bucket`'s rows, conversions at the edges included.
-  Status Forward(std::size_t bucket);
+  // Enqueues the forward pass over `bucket`'s rows, conversions at the edges included. With
+  // `step_marks` (one timing event per step, for profiling, never under capture), records
+  // step_marks[s] on the stream right after step s.
+  Status Forward(std::size_t bucket, std::span<const Event> step_marks = {});
 
   // Chooses every GEMM's algorithm on this state's buffers, turning a layer cuBLASLt cannot
   // fuse into matmul + pointwise; uses and updates the model's algorithm cache file.

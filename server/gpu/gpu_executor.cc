@@ -6,6 +6,8 @@
 
 #include <array>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_resources.h"
@@ -55,6 +57,12 @@ class GpuInstance final : public ExecutorInstance {
   Status Execute(const BatchShape& shape, ExecuteTimings* timings) override {
     last_rows_ = 0;
     LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, Rows(shape));
+    if (rows == 0) {
+      // Token sequences that were all padding: nothing to compute, an empty [0, width] output.
+      if (timings != nullptr) *timings = ExecuteTimings{};
+      last_batch_ = shape.batch_size;
+      return Status::Ok();
+    }
     const ModelOptions& options = model_->options();
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
     const std::size_t bucket = model_->BucketFor(rows);
@@ -123,6 +131,50 @@ class GpuInstance final : public ExecutorInstance {
     return TimeForward(rows, iterations);
   }
 
+  Result<std::vector<GpuStepTime>> ProfileTokenForward(std::span<const std::int32_t> lengths,
+                                                       int iterations) {
+    BatchShape shape;
+    shape.batch_size = static_cast<std::int64_t>(lengths.size());
+    shape.sequence_lengths = lengths;
+    LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, Rows(shape));
+    if (iterations < 1) return InvalidArgument("ProfileTokenForward: iterations < 1");
+    const std::vector<Step>& steps = model_->steps();
+    std::vector<Event> marks;
+    for (std::size_t s = 0; s <= steps.size(); ++s) {
+      LTSERVE_ASSIGN_OR_RETURN(Event event, CreateEvent(/*timing=*/true));
+      marks.push_back(std::move(event));
+    }
+    LTSERVE_RETURN_IF_ERROR(state_->SetSequences(lengths));
+    const std::size_t bucket = model_->BucketFor(rows);
+    cudaStream_t stream = state_->stream();
+    std::vector<GpuStepTime> times(steps.size());
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      times[s].kind = std::visit(
+          [](const auto& step) -> std::string {
+            using T = std::decay_t<decltype(step)>;
+            if constexpr (std::is_same_v<T, GemmStep>) return "gemm";
+            if constexpr (std::is_same_v<T, AttentionStep>) return "attention";
+            if constexpr (std::is_same_v<T, LayerNormStep>) return "layernorm";
+            return "pointwise";
+          },
+          steps[s]);
+    }
+    LTSERVE_RETURN_IF_ERROR(state_->Forward(bucket));  // warm-up
+    for (int i = 0; i < iterations; ++i) {
+      LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks.front().get(), stream));
+      LTSERVE_RETURN_IF_ERROR(
+          state_->Forward(bucket, std::span<const Event>(marks).subspan(1)));
+      LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(marks.back().get()));
+      for (std::size_t s = 0; s < steps.size(); ++s) {
+        float ms = 0;
+        LTSERVE_CUDA_RETURN_IF_ERROR(
+            cudaEventElapsedTime(&ms, marks[s].get(), marks[s + 1].get()));
+        times[s].us += static_cast<double>(ms) * 1e3 / iterations;
+      }
+    }
+    return times;
+  }
+
   Result<double> TimeForward(std::int64_t rows, int iterations) {
     if (rows < 1 || rows > model_->options().capacity_rows || iterations < 1) {
       return InvalidArgument("TimeForward: rows or iterations out of range");
@@ -156,7 +208,9 @@ class GpuInstance final : public ExecutorInstance {
         rows += length;
       }
     }
-    if (rows < 1 || rows > model_->options().capacity_rows) {
+    // A token batch may hold 0 tokens (every sequence all padding); a row batch has rows.
+    const bool tokens = model_->plan().input_kind() == plan::InputKind::kTokens;
+    if (rows < (tokens ? 0 : 1) || rows > model_->options().capacity_rows) {
       return InvalidArgument("batch of " + std::to_string(rows) + " rows is outside 1.." +
                              std::to_string(model_->options().capacity_rows) +
                              ", what the instance was sized for");
@@ -278,6 +332,13 @@ Result<double> GpuTimeForward(ExecutorInstance& instance, std::int64_t rows, int
   auto* gpu_instance = dynamic_cast<gpu::GpuInstance*>(&instance);
   if (gpu_instance == nullptr) return InvalidArgument("GpuTimeForward needs a GPU instance");
   return gpu_instance->TimeForward(rows, iterations);
+}
+
+Result<std::vector<GpuStepTime>> GpuProfileTokenForward(
+    ExecutorInstance& instance, std::span<const std::int32_t> sequence_lengths, int iterations) {
+  auto* gpu_instance = dynamic_cast<gpu::GpuInstance*>(&instance);
+  if (gpu_instance == nullptr) return InvalidArgument("GpuProfileTokenForward needs a GPU instance");
+  return gpu_instance->ProfileTokenForward(sequence_lengths, iterations);
 }
 
 Result<double> GpuTimeTokenForward(ExecutorInstance& instance,

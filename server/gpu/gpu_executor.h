@@ -22,6 +22,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "executor/executor.h"
@@ -48,5 +49,16 @@ Result<double> GpuTimeForward(ExecutorInstance& instance, std::int64_t rows, int
 Result<double> GpuTimeTokenForward(ExecutorInstance& instance,
                                    std::span<const std::int32_t> sequence_lengths,
                                    int iterations);
+
+// Where the time of one eager forward pass goes, step by step (plan order), for benchmarks:
+// `kind` is "gemm", "attention", "layernorm" or "pointwise"; `us` the mean device time over
+// `iterations` passes, from CUDA events recorded between the steps (without graph replay, so
+// each step also carries its launch gap).
+struct GpuStepTime {
+  std::string kind;
+  double us = 0;
+};
+Result<std::vector<GpuStepTime>> GpuProfileTokenForward(
+    ExecutorInstance& instance, std::span<const std::int32_t> sequence_lengths, int iterations);
 
 }  // namespace ltserve

@@ -24,4 +24,10 @@ Result<double> GpuTimeTokenForward(ExecutorInstance& /*instance*/,
   return Unavailable("built without CUDA");
 }
 
+Result<std::vector<GpuStepTime>> GpuProfileTokenForward(
+    ExecutorInstance& /*instance*/, std::span<const std::int32_t> /*sequence_lengths*/,
+    int /*iterations*/) {
+  return Unavailable("built without CUDA");
+}
+
 }  // namespace ltserve

@@ -38,8 +38,10 @@ using testing::RunPoisoned;
 // cancelling), plus the tanh GELU epilogue's ≤ 1e-3 absolute difference from erf.
 constexpr double kTolLayerFp32 = 1e-4;
 constexpr double kTolLayerBf16 = 2e-2;
-// Attention alone: fp32 math on inputs the reference sees rounded the same way, so only the
-// output's rounding (bf16) or fp32 summation order (fp32) differs.
+// Attention alone: inputs the reference sees rounded the same way. fp32 (CUDA-core kernel):
+// only the summation order differs. bf16/fp16: the output's rounding, and on the tensor-core
+// kernel the softmax weights P rounded to the input type before P·V (≤ 2^-9 relative each,
+// averaging out over the keys).
 constexpr double kTolAttentionFp32 = 1e-5;
 constexpr double kTolAttentionBf16 = 1e-2;
 constexpr std::int64_t kMaxTokens = 1024;  // buckets 1, 2, 4, ..., 512, 1024
@@ -154,18 +156,25 @@ class AttentionKernelTest : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(AttentionKernelTest, MatchesReferenceOnMixedLengthsAndEachAlone) {
   SKIP_WITHOUT_GPU();
   const AttentionCase& c = GetParam();
-  // Lengths around the 32-key tile and the 8-query block; inputs of scale 3 give scores of
+  // Lengths around both kernels' tiles (32 keys and 8 queries on CUDA cores; 64 keys, 16
+  // query rows a warp and 64 an item on tensor cores); inputs of scale 3 give scores of
   // standard deviation ~3, so the online softmax's running max changes between tiles.
-  CheckMixedAndAlone(AttentionPlan(c.heads, c.head_dim), c.precision, {1, 2, 31, 32, 33, 100, 512},
-                     3.0f, c.precision == "fp32" ? kTolAttentionFp32 : kTolAttentionBf16);
+  CheckMixedAndAlone(AttentionPlan(c.heads, c.head_dim), c.precision,
+                     {1, 2, 15, 17, 31, 33, 64, 65, 100, 128, 512}, 3.0f,
+                     c.precision == "fp32" ? kTolAttentionFp32 : kTolAttentionBf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Gpu, AttentionKernelTest,
+    // Tensor cores: bf16/fp16 with head_dim 16, 32, 48, 64, 96, 128. CUDA cores: fp32, and
+    // 16-bit types with a head_dim that is not a multiple of 16 (1, 15, 72).
     ::testing::Values(AttentionCase{1, 1, "fp32"}, AttentionCase{2, 15, "fp32"},
-                      AttentionCase{4, 32, "bf16"}, AttentionCase{3, 64, "fp16"},
-                      AttentionCase{1, 128, "fp32"}, AttentionCase{1, 128, "bf16"},
-                      AttentionCase{12, 64, "fp32"}, AttentionCase{12, 64, "bf16"}),
+                      AttentionCase{2, 15, "bf16"}, AttentionCase{1, 72, "fp16"},
+                      AttentionCase{2, 16, "bf16"}, AttentionCase{4, 32, "bf16"},
+                      AttentionCase{2, 48, "fp16"}, AttentionCase{3, 64, "fp16"},
+                      AttentionCase{2, 96, "bf16"}, AttentionCase{1, 128, "fp32"},
+                      AttentionCase{1, 128, "bf16"}, AttentionCase{12, 64, "fp32"},
+                      AttentionCase{12, 64, "bf16"}),
     [](const auto& info) {
       return std::to_string(info.param.heads) + "x" + std::to_string(info.param.head_dim) + "_" +
              info.param.precision;
