@@ -20,6 +20,7 @@ constexpr auto kDrainBound = std::chrono::seconds(30);
 
 struct Window {
   std::vector<std::int64_t> latencies_ns;
+  std::int64_t tokens = 0;
   std::uint64_t errors = 0;
   double seconds = 0;
   inference::ModelStatisticsResponse stats_before, stats_after;
@@ -31,7 +32,8 @@ struct Window {
 // LoadRunner (a completion may outlive a level that stopped waiting for it).
 struct LoadRunner::Session {
   Client* client = nullptr;
-  std::shared_ptr<const InferRequest> request;
+  std::vector<PooledRequest> pool;
+  std::size_t next = 0;  // the pool's request sent next
   CallOptions call;
   std::mutex mutex;
   std::condition_variable changed;
@@ -39,23 +41,29 @@ struct LoadRunner::Session {
   std::uint64_t outstanding = 0;
   std::uint64_t delayed = 0;
   std::vector<std::int64_t> latencies_ns;  // current window
+  std::int64_t tokens = 0;                 // current window
   std::uint64_t errors = 0;                // current window
   std::string first_error;
 };
 
 LoadRunner::LoadRunner(Client& client, std::shared_ptr<const InferRequest> request, std::string model,
                        LoadOptions options)
-    : client_(client), request_(std::move(request)), model_(std::move(model)), options_(std::move(options)) {}
+    : LoadRunner(client, std::vector<PooledRequest>{{std::move(request), 0}}, std::move(model),
+                 std::move(options)) {}
+
+LoadRunner::LoadRunner(Client& client, std::vector<PooledRequest> pool, std::string model, LoadOptions options)
+    : client_(client), pool_(std::move(pool)), model_(std::move(model)), options_(std::move(options)) {}
 
 std::shared_ptr<LoadRunner::Session> LoadRunner::NewSession() const {
   auto session = std::make_shared<Session>();
   session->client = &client_;
-  session->request = request_;
+  session->pool = pool_;
   session->call = options_.call;
   return session;
 }
 
 void LoadRunner::Send(const std::shared_ptr<Session>& session, bool closed_loop) {
+  const PooledRequest* pooled = nullptr;
   {
     std::lock_guard lock(session->mutex);
     if (!session->running) return;
@@ -64,11 +72,14 @@ void LoadRunner::Send(const std::shared_ptr<Session>& session, bool closed_loop)
       return;
     }
     ++session->outstanding;
+    pooled = &session->pool[session->next];
+    session->next = (session->next + 1) % session->pool.size();
   }
   const auto sent = Clock::now();
+  const std::int64_t tokens = pooled->tokens;
   session->client->AsyncInfer(
-      session->request,
-      [session, sent, closed_loop](Result<InferResult> result) {
+      pooled->request,
+      [session, sent, closed_loop, tokens](Result<InferResult> result) {
         const auto latency = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - sent);
         bool again = false;
         {
@@ -76,6 +87,7 @@ void LoadRunner::Send(const std::shared_ptr<Session>& session, bool closed_loop)
           --session->outstanding;
           if (result.ok()) {
             session->latencies_ns.push_back(latency.count());
+            session->tokens += tokens;
           } else {
             ++session->errors;
             if (session->first_error.empty()) session->first_error = result.status().ToString();
@@ -90,6 +102,7 @@ void LoadRunner::Send(const std::shared_ptr<Session>& session, bool closed_loop)
 
 Result<LevelResult> LoadRunner::RunConcurrency(int concurrency) {
   if (concurrency < 1) return InvalidArgument("concurrency must be at least 1");
+  if (pool_.empty()) return InvalidArgument("no request to send: the request pool is empty");
   auto session = NewSession();
   auto result = Measure(session, [concurrency](const std::shared_ptr<Session>& s) {
     for (int i = 0; i < concurrency; ++i) Send(s, true);
@@ -103,6 +116,7 @@ Result<LevelResult> LoadRunner::RunConcurrency(int concurrency) {
 
 Result<LevelResult> LoadRunner::RunRate(double requests_per_second) {
   if (!(requests_per_second > 0)) return InvalidArgument("request rate must be positive");
+  if (pool_.empty()) return InvalidArgument("no request to send: the request pool is empty");
   auto session = NewSession();
   std::thread pacer;
   const auto interval = std::chrono::duration_cast<Clock::duration>(
@@ -152,6 +166,7 @@ Result<LevelResult> LoadRunner::Measure(const std::shared_ptr<Session>& session,
     const auto now = Clock::now();
     w.latencies_ns.swap(session->latencies_ns);
     session->latencies_ns.clear();
+    w.tokens = std::exchange(session->tokens, 0);
     w.errors = std::exchange(session->errors, 0);
     w.seconds = std::chrono::duration<double>(now - began).count();
     return now;
@@ -205,10 +220,11 @@ Result<LevelResult> LoadRunner::Measure(const std::shared_ptr<Session>& session,
     throughputs.push_back(tput);
     stable = IsStable(throughputs, options_.stable_windows, options_.stability);
     if (options_.progress) {
-      char line[160];
-      std::snprintf(line, sizeof(line), "  window %d/%d: %.1f infer/s, %zu ok, %llu errors%s", windows,
-                    options_.max_windows, tput, w.latencies_ns.size(),
-                    static_cast<unsigned long long>(w.errors), stable ? " (stable)" : "");
+      char line[192];
+      std::snprintf(line, sizeof(line), "  window %d/%d: %.1f infer/s, %.0f tokens/s, %zu ok, %llu errors%s",
+                    windows, options_.max_windows, tput, static_cast<double>(w.tokens) / w.seconds,
+                    w.latencies_ns.size(), static_cast<unsigned long long>(w.errors),
+                    stable ? " (stable)" : "");
       options_.progress(line);
     }
     recent.push_back(std::move(w));
@@ -221,13 +237,16 @@ Result<LevelResult> LoadRunner::Measure(const std::shared_ptr<Session>& session,
   result.stable = stable;
   std::vector<std::int64_t> latencies;
   double seconds = 0;
+  std::int64_t tokens = 0;
   for (const Window& w : recent) {
     latencies.insert(latencies.end(), w.latencies_ns.begin(), w.latencies_ns.end());
+    tokens += w.tokens;
     seconds += w.seconds;
     result.errors += w.errors;
   }
   result.request_rate = static_cast<double>(latencies.size()) / seconds;
   result.throughput = result.request_rate * options_.batch;
+  result.tokens_per_s = static_cast<double>(tokens) / seconds;
   result.latency = Summarize(latencies);
   result.server = Breakdown(recent.front().stats_before, recent.back().stats_after, model_);
   std::lock_guard lock(session->mutex);

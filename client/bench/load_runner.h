@@ -14,6 +14,7 @@
 
 #include "client.h"
 #include "load_stats.h"
+#include "sequence_lengths.h"
 
 namespace ltserve::client {
 
@@ -32,6 +33,7 @@ struct LevelResult {
   std::string mode;        // "concurrency" or "rate"
   double level = 0;        // requests in flight, or requests/s asked for
   double throughput = 0;   // inferences (samples) per second
+  double tokens_per_s = 0; // real tokens (sequence length x batch) per second; 0 unless counted
   double request_rate = 0; // requests per second
   LatencySummary latency;  // client-side, send to completion
   ServerBreakdown server;  // from ModelStatistics over the same windows
@@ -46,6 +48,9 @@ class LoadRunner {
  public:
   LoadRunner(Client& client, std::shared_ptr<const InferRequest> request, std::string model,
              LoadOptions options);
+  // Sends the pool's requests in turn, each level starting from the first; a pooled request's
+  // tokens count toward tokens_per_s when it completes. The pool must not be empty.
+  LoadRunner(Client& client, std::vector<PooledRequest> pool, std::string model, LoadOptions options);
 
   Result<LevelResult> RunConcurrency(int concurrency);
   Result<LevelResult> RunRate(double requests_per_second);
@@ -58,7 +63,7 @@ class LoadRunner {
   static void Send(const std::shared_ptr<Session>& session, bool closed_loop);
 
   Client& client_;
-  std::shared_ptr<const InferRequest> request_;
+  std::vector<PooledRequest> pool_;
   std::string model_;
   LoadOptions options_;
 };

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <iostream>
+#include <numeric>
 
 #include "connection_flags.h"
 #include "input_flags.h"
 #include "load_runner.h"
 #include "model_inputs.h"
 #include "report.h"
+#include "sequence_lengths.h"
 
 namespace {
 
@@ -18,6 +20,9 @@ namespace {
 // default limit of 100 per connection.
 constexpr int kStreamsPerChannel = 64;
 constexpr int kMaxAutoChannels = 16;
+// Requests a mixed-length run draws up front: enough lengths that their mean is within a few %
+// of the range's, few enough to stay ~100 MB for a BERT-sized fp32 input.
+constexpr std::size_t kDefaultPool = 128;
 
 int Fail(const ltserve::Status& status) {
   std::cerr << "error: " << status.ToString() << "\n";
@@ -41,6 +46,9 @@ int main(int argc, char** argv) {
   double stability_pct = 5;
   std::string json_path, csv_path, plot_path;
   bool quiet = false;
+  std::string sequence_lengths;
+  std::uint64_t seed = 0;
+  std::size_t pool_size = kDefaultPool;
 
   app.add_option("-m,--model", model, "model name")->required();
   app.add_option("--model-version", version, "version (default: latest)");
@@ -54,6 +62,15 @@ int main(int argc, char** argv) {
   app.add_option("-b,--batch", batch, "samples per request")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--input-file", input_files, "raw input file: PATH for a one-input model, else INPUT=PATH");
   app.add_option("--shape", shapes, "INPUT:d1,d2 for variable dimensions (without batch)");
+  auto* lengths_flag = app.add_option(
+      "--sequence-lengths", sequence_lengths,
+      "MIN:MAX: each request's sequence length (input 0's variable dimension) uniform in [MIN, MAX]; "
+      "reports real tokens/s");
+  app.add_option("--request-pool", pool_size, "requests drawn up front for --sequence-lengths, sent in turn")
+      ->check(CLI::Range(1, 100000))
+      ->needs(lengths_flag)
+      ->capture_default_str();
+  auto* seed_flag = app.add_option("--seed", seed, "seed for random contents and lengths (default: random)");
   app.add_option("--warmup-ms", warmup_ms, "load before measuring, per level")->capture_default_str();
   app.add_option("--window-ms", window_ms, "measurement window")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--stability-pct", stability_pct, "windows agree within this % of their mean")
@@ -82,13 +99,36 @@ int main(int argc, char** argv) {
   if (!max_batch.ok()) return Fail(max_batch.status());
   auto shape_map = ParseShapeFlags(shapes);
   if (!shape_map.ok()) return Fail(shape_map.status());
-  auto specs = ResolveInputs(*metadata, *max_batch, batch, *shape_map);
-  if (!specs.ok()) return Fail(specs.status());
-  auto files = ParseInputFileFlags(input_files, *specs);
-  if (!files.ok()) return Fail(files.status());
-  std::mt19937_64 rng(std::random_device{}());
-  auto request = BuildRequest(model, *specs, *files, rng);
-  if (!request.ok()) return Fail(request.status());
+  std::mt19937_64 rng(seed_flag->count() > 0 ? seed : std::random_device{}());
+  std::vector<PooledRequest> pool;
+  if (sequence_lengths.empty()) {
+    auto specs = ResolveInputs(*metadata, *max_batch, batch, *shape_map);
+    if (!specs.ok()) return Fail(specs.status());
+    auto files = ParseInputFileFlags(input_files, *specs);
+    if (!files.ok()) return Fail(files.status());
+    auto request = BuildRequest(model, *specs, *files, rng);
+    if (!request.ok()) return Fail(request.status());
+    pool.push_back({std::make_shared<const InferRequest>(std::move(*request)), 0});
+  } else {
+    auto range = ParseLengthRange(sequence_lengths);
+    if (!range.ok()) return Fail(range.status());
+    auto dim = SequenceDim(*metadata, *max_batch);
+    if (!dim.ok()) return Fail(dim.status());
+    // The shortest request's inputs, only to name a bare --input-file's input.
+    auto specs = ResolveWithLength(*metadata, *max_batch, batch, *shape_map, *dim, range->min);
+    if (!specs.ok()) return Fail(specs.status());
+    auto files = ParseInputFileFlags(input_files, *specs);
+    if (!files.ok()) return Fail(files.status());
+    auto built = BuildLengthPool(*metadata, *max_batch, batch, *shape_map, *files, *range, pool_size, rng);
+    if (!built.ok()) return Fail(built.status());
+    pool = std::move(*built);
+    if (!quiet) {
+      const double tokens = std::accumulate(pool.begin(), pool.end(), 0.0,
+                                            [](double sum, const PooledRequest& r) { return sum + r.tokens; });
+      std::cerr << pool.size() << " requests drawn, mean sequence length "
+                << tokens / static_cast<double>(pool.size() * batch) << std::endl;
+    }
+  }
 
   LoadOptions options;
   options.warmup = std::chrono::milliseconds(warmup_ms);
@@ -98,9 +138,9 @@ int main(int argc, char** argv) {
   options.max_windows = std::max(max_windows, stable_windows);
   options.batch = batch;
   if (!quiet) options.progress = [](const std::string& line) { std::cerr << line << std::endl; };
-  LoadRunner runner(**client, std::make_shared<const InferRequest>(std::move(*request)), model, options);
+  LoadRunner runner(**client, std::move(pool), model, options);
 
-  RunInfo info{model, connection.url, batch, connection.channels};
+  RunInfo info{model, connection.url, batch, connection.channels, sequence_lengths};
   std::vector<LevelResult> levels;
   const std::size_t count = concurrency.empty() ? rates.size() : concurrency.size();
   for (std::size_t i = 0; i < count; ++i) {

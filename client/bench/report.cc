@@ -26,27 +26,28 @@ struct PipeCloser {
 
 std::string FormatLevel(const LevelResult& l) {
   const auto& s = l.server;
-  return Fmt("%s %g: %.1f infer/s, latency p50 %.0f us p90 %.0f us p99 %.0f us (avg %.0f) | server: "
+  return Fmt("%s %g: %.1f infer/s, %.0f tokens/s, latency p50 %.0f us p90 %.0f us p99 %.0f us (avg %.0f) | server: "
              "request %.0f us = queue %.0f + input %.0f + infer %.0f + output %.0f, avg batch %.2f | "
              "%llu errors, %d windows%s",
-             l.mode.c_str(), l.level, l.throughput, l.latency.p50_us, l.latency.p90_us, l.latency.p99_us,
-             l.latency.avg_us, s.request_us, s.queue_us, s.compute_input_us, s.compute_infer_us,
+             l.mode.c_str(), l.level, l.throughput, l.tokens_per_s, l.latency.p50_us, l.latency.p90_us,
+             l.latency.p99_us, l.latency.avg_us, s.request_us, s.queue_us, s.compute_input_us, s.compute_infer_us,
              s.compute_output_us, s.avg_batch(), static_cast<unsigned long long>(l.errors), l.windows,
              l.stable ? ", stable" : ", NOT stable");
 }
 
 void PrintTable(const RunInfo& info, const std::vector<LevelResult>& levels) {
-  std::printf("\nmodel %s at %s, batch %d, %d channel(s); latencies in microseconds\n", info.model.c_str(),
-              info.url.c_str(), info.batch, info.channels);
-  std::printf("%-12s %10s %12s %8s %8s %8s %8s | %8s %8s %8s %8s %8s %6s | %6s %s\n", "mode",
-              "level", "infer/s", "p50", "p90", "p99", "avg", "server", "queue", "input", "infer", "output",
-              "batch", "errors", "stable");
+  std::printf("\nmodel %s at %s, batch %d, %d channel(s)%s%s; latencies in microseconds\n", info.model.c_str(),
+              info.url.c_str(), info.batch, info.channels,
+              info.sequence_lengths.empty() ? "" : ", sequence lengths ", info.sequence_lengths.c_str());
+  std::printf("%-12s %10s %12s %12s %8s %8s %8s %8s | %8s %8s %8s %8s %8s %6s | %6s %s\n", "mode",
+              "level", "infer/s", "tokens/s", "p50", "p90", "p99", "avg", "server", "queue", "input", "infer",
+              "output", "batch", "errors", "stable");
   for (const auto& l : levels) {
     const auto& s = l.server;
-    std::printf("%-12s %10g %12.1f %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f %8.0f %8.0f %8.0f %6.2f | %6llu %s\n",
-                l.mode.c_str(), l.level, l.throughput, l.latency.p50_us, l.latency.p90_us, l.latency.p99_us,
-                l.latency.avg_us, s.request_us, s.queue_us, s.compute_input_us, s.compute_infer_us,
-                s.compute_output_us, s.avg_batch(), static_cast<unsigned long long>(l.errors),
+    std::printf("%-12s %10g %12.1f %12.0f %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f %8.0f %8.0f %8.0f %6.2f | %6llu %s\n",
+                l.mode.c_str(), l.level, l.throughput, l.tokens_per_s, l.latency.p50_us, l.latency.p90_us,
+                l.latency.p99_us, l.latency.avg_us, s.request_us, s.queue_us, s.compute_input_us,
+                s.compute_infer_us, s.compute_output_us, s.avg_batch(), static_cast<unsigned long long>(l.errors),
                 l.stable ? "yes" : "no");
   }
 }
@@ -57,6 +58,7 @@ std::string ToJson(const RunInfo& info, const std::vector<LevelResult>& levels) 
   out["url"] = info.url;
   out["batch"] = info.batch;
   out["channels"] = info.channels;
+  out["sequence_lengths"] = info.sequence_lengths;
   out["levels"] = nlohmann::json::array();
   for (const auto& l : levels) {
     const auto& s = l.server;
@@ -65,6 +67,7 @@ std::string ToJson(const RunInfo& info, const std::vector<LevelResult>& levels) 
         {"level", l.level},
         {"throughput_infer_per_s", l.throughput},
         {"requests_per_s", l.request_rate},
+        {"tokens_per_s", l.tokens_per_s},
         {"latency_us",
          {{"count", l.latency.count}, {"avg", l.latency.avg_us}, {"p50", l.latency.p50_us},
           {"p90", l.latency.p90_us}, {"p95", l.latency.p95_us}, {"p99", l.latency.p99_us},
@@ -85,14 +88,14 @@ std::string ToJson(const RunInfo& info, const std::vector<LevelResult>& levels) 
 
 std::string ToCsv(const std::vector<LevelResult>& levels) {
   std::ostringstream out;
-  out << "mode,level,throughput_infer_per_s,requests_per_s,p50_us,p90_us,p95_us,p99_us,avg_us,"
+  out << "mode,level,throughput_infer_per_s,requests_per_s,tokens_per_s,p50_us,p90_us,p95_us,p99_us,avg_us,"
          "server_request_us,server_queue_us,server_compute_input_us,server_compute_infer_us,"
          "server_compute_output_us,avg_batch,errors,windows,stable\n";
   for (const auto& l : levels) {
     const auto& s = l.server;
-    out << Fmt("%s,%g,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%llu,%d,%d\n",
-               l.mode.c_str(), l.level, l.throughput, l.request_rate, l.latency.p50_us, l.latency.p90_us,
-               l.latency.p95_us, l.latency.p99_us, l.latency.avg_us, s.request_us, s.queue_us,
+    out << Fmt("%s,%g,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%llu,%d,%d\n",
+               l.mode.c_str(), l.level, l.throughput, l.request_rate, l.tokens_per_s, l.latency.p50_us,
+               l.latency.p90_us, l.latency.p95_us, l.latency.p99_us, l.latency.avg_us, s.request_us, s.queue_us,
                s.compute_input_us, s.compute_infer_us, s.compute_output_us, s.avg_batch(),
                static_cast<unsigned long long>(l.errors), l.windows, l.stable ? 1 : 0);
   }

@@ -17,6 +17,7 @@ struct RunInfo {
   std::string url;
   int batch = 1;
   int channels = 1;
+  std::string sequence_lengths;  // "MIN:MAX" of a mixed-length run; empty for fixed shapes
 };
 
 std::string FormatLevel(const LevelResult& level);

@@ -3,9 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "fake_server.h"
 #include "load_runner.h"
@@ -125,7 +127,7 @@ LevelResult SampleLevel(double level, double throughput) {
 
 TEST(Report, JsonAndCsvCarryEveryLevel) {
   const std::vector<LevelResult> levels = {SampleLevel(1, 500.5), SampleLevel(4, 1700.25)};
-  const RunInfo info{"mlp", "127.0.0.1:8001", 2, 1};
+  const RunInfo info{"mlp", "127.0.0.1:8001", 2, 1, ""};
   const auto json = nlohmann::json::parse(ToJson(info, levels));
   ASSERT_EQ(json["levels"].size(), 2u);
   EXPECT_EQ(json["model"], "mlp");
@@ -145,17 +147,44 @@ TEST(Report, JsonAndCsvCarryEveryLevel) {
   EXPECT_EQ(rows, 2);
 }
 
+TEST(Report, CarriesTokensPerSecondAndTheRange) {
+  LevelResult level;
+  level.mode = "concurrency";
+  level.level = 4;
+  level.throughput = 100;
+  level.request_rate = 100;
+  level.tokens_per_s = 26450.5;
+  const RunInfo info{"enc", "127.0.0.1:8001", 1, 1, "16:512"};
+  const auto json = nlohmann::json::parse(ToJson(info, {level}));
+  EXPECT_EQ(json["sequence_lengths"], "16:512");
+  EXPECT_DOUBLE_EQ(json["levels"][0]["tokens_per_s"].get<double>(), 26450.5);
+  std::istringstream csv(ToCsv({level}));
+  std::string header, row;
+  std::getline(csv, header);
+  std::getline(csv, row);
+  const auto split = [](const std::string& line) {
+    std::vector<std::string> fields;
+    std::istringstream in(line);
+    for (std::string field; std::getline(in, field, ',');) fields.push_back(field);
+    return fields;
+  };
+  const auto names = split(header), values = split(row);
+  const auto column = std::find(names.begin(), names.end(), "tokens_per_s") - names.begin();
+  ASSERT_LT(static_cast<std::size_t>(column), values.size()) << header;
+  EXPECT_EQ(values[column], "26450.5");
+}
+
 TEST(Report, PlotWritesAPng) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot is not installed";
   const auto png = std::filesystem::temp_directory_path() / ("ltserve_bench_plot_" + std::to_string(::getpid()) + ".png");
-  const Status status = Plot({"mlp", "x", 1, 1}, {SampleLevel(1, 500), SampleLevel(8, 3000)}, png.string());
+  const Status status = Plot({"mlp", "x", 1, 1, ""}, {SampleLevel(1, 500), SampleLevel(8, 3000)}, png.string());
   ASSERT_TRUE(status.ok()) << status.ToString();
   std::ifstream in(png, std::ios::binary);
   char magic[8] = {};
   in.read(magic, 8);
   EXPECT_EQ(std::string(magic + 1, 3), "PNG");
   std::filesystem::remove(png);
-  EXPECT_EQ(Plot({"mlp", "x", 1, 1}, {}, "bad\"name.png").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Plot({"mlp", "x", 1, 1, ""}, {}, "bad\"name.png").code(), StatusCode::kInvalidArgument);
 }
 
 class LoadRunnerTest : public ::testing::Test {
@@ -187,6 +216,14 @@ class LoadRunnerTest : public ::testing::Test {
     const std::vector<float> values(8, 0.5f);
     EXPECT_TRUE(request->AddInput<float>("x", {8}, values).ok());
     return request;
+  }
+
+  // A request of `seq` tokens of width 3, counted as `seq` tokens.
+  static PooledRequest TokenRequest(std::int64_t seq) {
+    auto request = std::make_shared<InferRequest>("double");
+    const std::vector<float> values(static_cast<std::size_t>(seq) * 3, 0.25f);
+    EXPECT_TRUE(request->AddInput<float>("x", {1, seq, 3}, values).ok());
+    return {request, seq};
   }
 
   std::unique_ptr<testing::FakeInferenceServer> server_;
@@ -231,6 +268,31 @@ TEST_F(LoadRunnerTest, FailingModelStopsTheLevelWithTheServerError) {
       << level.status().ToString();
   EXPECT_EQ(runner.RunConcurrency(0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(runner.RunRate(0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(LoadRunnerTest, TokensPerSecondCountsEachCompletedRequestsTokens) {
+  // Sent in turn at a paced rate, one at a time in flight: the completed requests alternate,
+  // so tokens per request average (10 + 30) / 2 to within a request or two per level.
+  LoadRunner runner(*client_, {TokenRequest(10), TokenRequest(30)}, "double", Quick());
+  auto level = runner.RunRate(200);
+  ASSERT_TRUE(level.ok()) << level.status().ToString();
+  EXPECT_EQ(level->errors, 0u);
+  ASSERT_GT(level->request_rate, 0);
+  EXPECT_NEAR(level->tokens_per_s / level->request_rate, 20.0, 2.0);
+}
+
+TEST_F(LoadRunnerTest, SingleRequestRunsCountNoTokens) {
+  LoadRunner runner(*client_, Request("double"), "double", Quick());
+  auto level = runner.RunConcurrency(2);
+  ASSERT_TRUE(level.ok()) << level.status().ToString();
+  EXPECT_GT(level->throughput, 0);
+  EXPECT_EQ(level->tokens_per_s, 0);
+}
+
+TEST_F(LoadRunnerTest, EmptyPoolIsRefused) {
+  LoadRunner runner(*client_, std::vector<PooledRequest>{}, "double", Quick());
+  EXPECT_EQ(runner.RunConcurrency(1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(runner.RunRate(10).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
