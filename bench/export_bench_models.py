@@ -2,7 +2,10 @@
 
 mlp.pt: 1024-4096-4096-1024 with ReLU; ffn.pt: 4096-16384-4096 with GELU (tanh form, the one
 cuBLASLt's epilogue computes, so both sides compute the same function); encoder.pt: a
-BERT-base-sized nn.TransformerEncoder (d 768, 12 heads, ffn 3072, 12 layers, GELU).
+BERT-base-sized nn.TransformerEncoder (d 768, 12 heads, ffn 3072, 12 layers, GELU);
+encoder_nested.pt: the same weights with PyTorch's default enable_nested_tensor=True, whose
+forward drops the padding of a batch given a key-padding mask (the mixed-length comparison's
+strongest padded libtorch).
 Usage: python3 bench/export_bench_models.py OUT_DIR
 """
 import sys
@@ -29,7 +32,11 @@ def main() -> None:
     encoder = nn.TransformerEncoder(
         nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True),
         12, enable_nested_tensor=False).eval()
-    for name, module in (("mlp", mlp), ("ffn", ffn), ("encoder", encoder)):
+    encoder_nested = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True),
+        12, enable_nested_tensor=True).eval()
+    encoder_nested.load_state_dict(encoder.state_dict())
+    for name, module in (("mlp", mlp), ("ffn", ffn), ("encoder", encoder), ("encoder_nested", encoder_nested)):
         torch.jit.script(module).save(str(out / f"{name}.pt"))
         print(f"wrote {out / name}.pt")
 

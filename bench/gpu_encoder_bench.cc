@@ -1,15 +1,19 @@
 // A BERT-base-sized nn.TransformerEncoder (d 768, 12 heads, ffn 3072, 12 layers, GELU, post-norm)
 // on the GPU: ltserve's executor (packed tokens, fused attention, cuBLASLt with fused bias,
 // residual and GELU) against libtorch running the same scripted module in bf16 (its TorchScript
-// forward, what a libtorch server runs), and the hardware floor, at sequence length 128.
-// Prints one markdown table.
+// forward, what a libtorch server runs), and the hardware floor, at sequence length 128; then
+// a per-step profile, and mixed lengths 16..512: ltserve's packed batches against libtorch on
+// the same batches padded. Prints markdown tables.
 //
-// Usage: ltserve_gpu_encoder_bench MODEL_DIR [max_batch]   (MODEL_DIR/encoder.pt from
-// bench/export_bench_models.py)
+// Usage: ltserve_gpu_encoder_bench MODEL_DIR [max_batch]   (MODEL_DIR/encoder.pt and
+// encoder_nested.pt from bench/export_bench_models.py; max_batch × 128 is the token budget)
 #include <torch/script.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -118,6 +122,201 @@ void PrintStepBreakdown(ltserve::ExecutorInstance& instance, std::int64_t max_ba
   }
 }
 
+// Mixed lengths: requests with sequence lengths uniform in [16, 512] (a fixed stream), in
+// batches of N requests and in batches of as many as fit the token budget (what the scheduler
+// packs). ltserve runs each batch packed, its real tokens only; libtorch runs the same batch
+// padded to its longest sequence, as a padded server would: with a key-padding mask (on the
+// module as exported, whose layers may take their fused fast path; and on the same weights with
+// nested tensors enabled, where PyTorch drops the padding itself), and without a mask.
+constexpr std::int64_t kMinLength = 16, kMaxLength = 512;
+constexpr std::uint64_t kLengthSeed = 20261130;
+constexpr int kMixedBatches = 8;  // batches per row: lengths vary, so a row averages several
+
+struct MixedBatch {
+  std::vector<std::int32_t> lengths;
+  std::int64_t tokens = 0;   // real
+  std::int64_t longest = 0;  // each sequence's padded length
+  double floor_us = 0;       // the real tokens' FLOPs at the peak, or the weights' reads
+  std::vector<torch::jit::IValue> masked, unmasked;
+};
+
+// kMixedBatches batches from the start of the stream: `per_batch` requests each in stream
+// order, or (per_batch 0) as many as fit `budget` tokens, closed when the next request would
+// overflow it, as the scheduler packs them.
+std::vector<std::vector<std::int32_t>> FormBatches(const std::vector<std::int32_t>& stream,
+                                                   std::int64_t per_batch, std::int64_t budget) {
+  std::vector<std::vector<std::int32_t>> batches;
+  std::vector<std::int32_t> current;
+  std::int64_t tokens = 0;
+  const auto close = [&] {
+    batches.push_back(std::move(current));
+    current.clear();
+    tokens = 0;
+    return static_cast<int>(batches.size()) == kMixedBatches;
+  };
+  for (const std::int32_t length : stream) {
+    if (per_batch == 0 && tokens + length > budget && close()) break;
+    current.push_back(length);
+    tokens += length;
+    if (per_batch > 0 && static_cast<std::int64_t>(current.size()) == per_batch && close()) break;
+  }
+  return batches;
+}
+
+std::int64_t AttentionLayers(const plan::Plan& p) {
+  std::int64_t layers = 0;
+  for (const auto& op : p.ops()) layers += std::holds_alternative<plan::AttentionOp>(op) ? 1 : 0;
+  return layers;
+}
+
+std::string Cell(double value) {
+  if (std::isnan(value)) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f", value);
+  return text;
+}
+
+// Mean microseconds of one pass over every batch, back to back; NaN where libtorch refuses.
+template <typename Forward>
+double TimeBatches(std::vector<MixedBatch>& batches, Forward&& forward) {
+  try {
+    return MedianUs([&] {
+      for (auto& batch : batches) forward(batch);
+    }, 2);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "libtorch: %s\n", error.what());
+    return std::nan("");
+  }
+}
+
+// What a masked forward pass does with the padding: "drops" when it leaves the padded positions
+// of the output at exactly zero (PyTorch's nested-tensor path), "computes" when it fills them.
+std::string PaddingPath(torch::jit::Module& module, const MixedBatch& batch) {
+  try {
+    const auto out = module.forward(batch.masked).toTensor();
+    for (std::size_t i = 0; i < batch.lengths.size(); ++i) {
+      if (batch.lengths[i] < batch.longest) {
+        const auto pad = out[static_cast<std::int64_t>(i)].slice(0, batch.lengths[i]);
+        return pad.abs().max().item<float>() == 0.0f ? "drops" : "computes";
+      }
+    }
+    return "has no padding to show";
+  } catch (const std::exception& error) {
+    return std::string("fails: ") + error.what();
+  }
+}
+
+void PrintMixedLengths(const std::string& model_dir, torch::jit::Module& module,
+                       ltserve::ExecutorInstance& instance, const plan::Plan& p, std::int64_t d,
+                       std::int64_t budget, double peak, double copy) {
+  std::optional<torch::jit::Module> nested;
+  try {
+    nested = torch::jit::load(model_dir + "/encoder_nested.pt");
+    nested->eval();
+    nested->to(torch::kCUDA, torch::kBFloat16);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "no nested-tensor variant (encoder_nested.pt): %s\n", error.what());
+    nested.reset();
+  }
+  std::mt19937_64 rng(kLengthSeed);
+  std::uniform_int_distribution<std::int32_t> draw(kMinLength, kMaxLength);
+  std::vector<std::int32_t> stream(static_cast<std::size_t>(kMixedBatches * budget / kMinLength + 1));
+  for (auto& length : stream) length = draw(rng);
+
+  const std::int64_t attention_layers = AttentionLayers(p);
+  const double weight_bytes = static_cast<double>(p.WeightBytes(2));
+  const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+
+  std::printf("\nMixed lengths: sequence lengths uniform in [%ld, %ld] (seed %llu), %d batches a row, "
+              "token budget %ld. Real tokens/s in millions; libtorch runs each batch padded to its "
+              "longest sequence.\n\n",
+              static_cast<long>(kMinLength), static_cast<long>(kMaxLength),
+              static_cast<unsigned long long>(kLengthSeed), kMixedBatches, static_cast<long>(budget));
+  std::printf("| requests a batch | real tokens a batch | padded tokens a batch | floor | ltserve packed | "
+              "libtorch mask | libtorch mask, nested | libtorch no mask | ltserve / best masked libtorch | "
+              "ltserve / floor |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  bool reported_paths = false;
+  for (const std::int64_t per_batch : {std::int64_t{8}, std::int64_t{32}, std::int64_t{0}}) {
+    if (per_batch * kMaxLength > budget) {
+      std::fprintf(stderr, "mixed lengths: %ld requests of up to %ld tokens may exceed the budget of %ld: skipped\n",
+                   static_cast<long>(per_batch), static_cast<long>(kMaxLength), static_cast<long>(budget));
+      continue;
+    }
+    std::vector<MixedBatch> batches;
+    double requests = 0, tokens = 0, padded = 0, floor_us = 0;
+    for (auto& lengths : FormBatches(stream, per_batch, budget)) {
+      MixedBatch batch;
+      double flops = 0;
+      for (const std::int32_t length : lengths) {
+        batch.tokens += length;
+        batch.longest = std::max<std::int64_t>(batch.longest, length);
+        // q·kᵀ and p·v: 4·length²·d per sequence and layer, beside the projections.
+        flops += length * p.FlopsPerRow() + 4.0 * attention_layers * length * length * d;
+      }
+      const auto n = static_cast<std::int64_t>(lengths.size());
+      batch.floor_us = std::max(flops / (peak * 1e6),
+                                (weight_bytes + 4.0 * static_cast<double>(batch.tokens) * d) / (copy * 1e6));
+      auto x = torch::randn({n, batch.longest, d}, options);
+      auto mask = torch::zeros({n, batch.longest}, torch::TensorOptions().dtype(torch::kBool));
+      for (std::int64_t i = 0; i < n; ++i) mask[i].slice(0, lengths[static_cast<std::size_t>(i)]).fill_(true);
+      batch.masked = {x, torch::jit::IValue(), mask.to(torch::kCUDA)};
+      batch.unmasked = {x};
+      batch.lengths = std::move(lengths);
+      requests += static_cast<double>(n);
+      tokens += static_cast<double>(batch.tokens);
+      padded += static_cast<double>(n * batch.longest);
+      floor_us += batch.floor_us;
+      batches.push_back(std::move(batch));
+    }
+    if (batches.empty()) continue;
+    if (!reported_paths) {
+      std::fprintf(stderr, "libtorch with a key-padding mask: the exported module %s the padding",
+                   PaddingPath(module, batches.front()).c_str());
+      if (nested) {
+        std::fprintf(stderr, "; with nested tensors enabled it %s it",
+                     PaddingPath(*nested, batches.front()).c_str());
+      }
+      std::fprintf(stderr, "\n");
+      reported_paths = true;
+    }
+    double ltserve_us = 0;
+    for (const auto& batch : batches) {
+      std::vector<double> rounds;
+      for (int r = 0; r < kRounds; ++r) {
+        auto us = ltserve::GpuTimeTokenForward(instance, batch.lengths, 10);
+        if (!us.ok()) {
+          std::fprintf(stderr, "ltserve: %s\n", us.status().ToString().c_str());
+          return;
+        }
+        rounds.push_back(us.value());
+      }
+      ltserve_us += Median(rounds);
+    }
+    const double masked_us = TimeBatches(batches, [&](MixedBatch& b) { (void)module.forward(b.masked); });
+    const double nested_us = nested ? TimeBatches(batches, [&](MixedBatch& b) { (void)nested->forward(b.masked); })
+                                    : std::nan("");
+    const double unmasked_us = TimeBatches(batches, [&](MixedBatch& b) { (void)module.forward(b.unmasked); });
+    // Without the mask the real tokens attend to the padding: a server cannot answer with that,
+    // so the ratio is against the faster of the masked runs (the unmasked one is for reference).
+    const double best_us = std::isnan(nested_us) || masked_us < nested_us ? masked_us : nested_us;
+    // Real tokens per second, in millions: tokens per microsecond.
+    const auto rate = [&](double us) { return Cell(tokens / us); };
+    const auto count = static_cast<double>(batches.size());
+    char label[64];
+    if (per_batch > 0) {
+      std::snprintf(label, sizeof(label), "%ld", static_cast<long>(per_batch));
+    } else {
+      std::snprintf(label, sizeof(label), "to the budget (%.1f)", requests / count);
+    }
+    std::printf("| %s | %.0f | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", label, tokens / count,
+                padded / count, rate(floor_us).c_str(), rate(ltserve_us).c_str(), rate(masked_us).c_str(),
+                rate(nested_us).c_str(), rate(unmasked_us).c_str(), Cell(best_us / ltserve_us).c_str(),
+                Cell(ltserve_us / floor_us).c_str());
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,8 +365,9 @@ int main(int argc, char** argv) {
 
     const double peak = MeasurePeakTflops();
     const double copy = MeasureCopyTBps();
-    // Attention adds 4·seq·d FLOPs per token (q·kᵀ and p·v) to the projections' FlopsPerRow.
-    const double flops_per_token = p->FlopsPerRow() + 4.0 * kSeq * d;
+    // Attention adds 4·seq·d FLOPs per token and layer (q·kᵀ and p·v) to the projections'
+    // FlopsPerRow.
+    const double flops_per_token = p->FlopsPerRow() + 4.0 * static_cast<double>(AttentionLayers(*p)) * kSeq * d;
     const double weight_bytes = static_cast<double>(p->WeightBytes(2));
     std::printf("measured: bf16 matmul peak %.0f TFLOP/s, copy %.2f TB/s; seq %ld, %.0f MB bf16 weights\n\n",
                 peak, copy, static_cast<long>(kSeq), weight_bytes / 1e6);
@@ -198,6 +398,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     PrintStepBreakdown(*instance.value(), max_batch);
+    PrintMixedLengths(argv[1], module, *instance.value(), *p, d, max_batch * kSeq, peak, copy);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench failed: %s\n", error.what());
