@@ -119,6 +119,15 @@ void PrintStepBreakdown(ltserve::ExecutorInstance& instance, std::int64_t max_ba
     std::printf("| %ld | %.1f | %.1f | %.1f | %.1f | %.1f |\n", static_cast<long>(batch),
                 per_kind["gemm"], per_kind["attention"], per_kind["layernorm"],
                 per_kind["pointwise"], total);
+    std::string first_layer;  // the steps of layer 0, in plan order
+    for (std::size_t s = 0; s < steps.value().size() && s < 7; ++s) {
+      char entry[64];
+      std::snprintf(entry, sizeof entry, "%s%s %.1f", s ? ", " : "", steps.value()[s].kind.c_str(),
+                    steps.value()[s].us);
+      first_layer += entry;
+    }
+    std::fprintf(stderr, "batch %ld, layer 0 steps (µs): %s\n", static_cast<long>(batch),
+                 first_layer.c_str());
   }
 }
 

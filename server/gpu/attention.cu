@@ -127,10 +127,11 @@ __global__ void __launch_bounds__(kThreads)
 // Variant 2, tensor cores (bf16/fp16, head_dim a multiple of 16 up to 128): FlashAttention-2's
 // forward pass. A block takes one work item (64 queries of one sequence) of one head; each of
 // its 4 warps owns 16 query rows and keeps them in registers as mma A fragments. The block
-// walks the sequence's keys in tiles of 64: K row-major and V transposed in shared memory, so
-// every mma B fragment is one 32-bit shared load. Per tile a warp computes S = q·kᵀ (fp32
-// accumulators), masks keys past the end, updates the running max/sum (online softmax, in the
-// exp2 domain with the scale folded in), rounds P to the input type in registers (the
+// walks the sequence's keys in tiles, K and V copied row-major into shared memory with
+// cp.async, two stages deep so the next tile's copy overlaps this tile's math; ldmatrix turns
+// them into mma B fragments (transposing V on the way). Per tile a warp computes S = q·kᵀ
+// (fp32 accumulators), masks keys past the end, updates the running max/sum (online softmax,
+// in the exp2 domain with the scale folded in), rounds P to the input type in registers (the
 // accumulator layout of S is the A layout of P·V) and accumulates P·V. Nothing of S or P leaves
 // registers.
 namespace tensor_core {
@@ -138,7 +139,6 @@ namespace tensor_core {
 constexpr int kWarps = 4;
 constexpr int kRows = 16;                       // query rows per warp: mma's m
 constexpr int kThreads = kWarps * kWarp;
-constexpr int kKeys = 64;                       // keys per shared-memory tile
 constexpr int kPad = 8;                         // halves per row: keeps fragment loads conflict-free
 constexpr int kVec = 8;                         // halves per 16-byte global load
 static_assert(kWarps * kRows == kAttentionQueriesPerItem, "one block covers one work item");
@@ -177,16 +177,50 @@ __device__ __forceinline__ std::uint32_t Load32(const std::uint16_t* p) {
   return *reinterpret_cast<const std::uint32_t*>(p);
 }
 
+// 16 bytes global → shared without passing through registers; zero-filled when !valid (then
+// `src` is only a placeholder address and nothing is read).
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void WaitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Four 8×8 tiles of 16-bit values from shared memory into mma fragments; lane L names the
+// address of row L % 8 of tile L / 8. TRANS: each thread gets a column pair instead of a row
+// pair, i.e. the B fragment of a row-major [k][n] tile.
+__device__ __forceinline__ void LoadTiles(std::uint32_t (&r)[4], const std::uint16_t* row) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void LoadTilesTransposed(std::uint32_t (&r)[4], const std::uint16_t* row) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
     AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, std::int64_t max_tokens,
                     int num_heads, float scale_log2) {
+  // Keys per tile: 64, or 32 for wide heads, so two stages of K and V fit 48 KB of static
+  // shared memory.
+  constexpr int kKeys = kHeadDim <= 80 ? 64 : 32;
   constexpr int kChunks = kHeadDim / 16;   // k steps of q·kᵀ
-  constexpr int kDimTiles = kHeadDim / 8;  // n tiles of P·V
+  constexpr int kDimTiles = kHeadDim / 8;  // n tiles of P·V (even: kHeadDim % 16 == 0)
   constexpr int kKeyTiles = kKeys / 8;     // n tiles of q·kᵀ
   constexpr int kRowVecs = kHeadDim / kVec;
-  __shared__ __align__(16) std::uint16_t k_s[kKeys][kHeadDim + kPad];
-  __shared__ __align__(16) std::uint16_t vt_s[kHeadDim][kKeys + kPad];
+  constexpr int kStride = kHeadDim + kPad;
+  // Two stages: the copy of tile i + 1 runs while the warps compute on tile i.
+  __shared__ __align__(16) std::uint16_t k_s[2][kKeys][kStride];
+  __shared__ __align__(16) std::uint16_t v_s[2][kKeys][kStride];
 
   const int items = batch[0];
   const std::int32_t* cu_seqlens = batch + 1;
@@ -200,6 +234,9 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % kWarp;
   const int g = lane / 4;  // mma fragment row group
   const int t = lane % 4;  // and the thread's column pair within it
+  // ldmatrix: the row this lane addresses within its 8×8 tile, and which tile.
+  const int tile_row = lane % 8;
+  const int tile = lane / 8;
 
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const int sequence = work[2 * item];
@@ -207,8 +244,25 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t begin = cu_seqlens[sequence];
     const int length = cu_seqlens[sequence + 1] - cu_seqlens[sequence];
     const bool warp_active = q0 < length;  // block-uniform loop below, warp-uniform compute
+    const std::uint16_t* keys = in + begin * stride + width + head;
+    const std::uint16_t* values = keys + width;
+    auto load_tile = [&](int key0, int stage) {
+      for (int e = threadIdx.x; e < kKeys * kRowVecs; e += kThreads) {
+        const int j = e / kRowVecs;
+        const int i = (e % kRowVecs) * kVec;
+        // Keys past the end are zeros: their p is 0, and 0·V must not meet garbage (NaN).
+        const bool valid = key0 + j < length;
+        const std::int64_t offset = valid ? (key0 + j) * stride + i : 0;
+        CopyAsync16(&k_s[stage][j][i], keys + offset, valid);
+        CopyAsync16(&v_s[stage][j][i], values + offset, valid);
+      }
+      CommitCopies();
+    };
+    __syncthreads();  // the previous item's warps are done with both stages
+    load_tile(0, 0);
 
-    // This warp's 16 query rows as A fragments; rows past the end are zeros (never stored).
+    // This warp's 16 query rows as A fragments (while the first tile is in flight); rows past
+    // the end are zeros and never stored.
     std::uint32_t q[kChunks][4];
     const int row0 = q0 + g;
     const int row1 = q0 + g + 8;
@@ -227,99 +281,89 @@ __global__ void __launch_bounds__(kThreads)
     float m[2] = {-INFINITY, -INFINITY};  // running max of rows g and g + 8 (log2 domain)
     float l[2] = {0.f, 0.f};              // running sums, complete across the row's 4 lanes
 
-    for (int key0 = 0; key0 < length; key0 += kKeys) {
-      __syncthreads();  // the previous tile is consumed
-      // Keys past the end load as zeros: their p is 0, and 0·V must not meet garbage (NaN).
-      for (int e = threadIdx.x; e < kKeys * kRowVecs; e += kThreads) {
-        const int j = e / kRowVecs;
-        const int i = (e % kRowVecs) * kVec;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (key0 + j < length) {
-          v = *reinterpret_cast<const uint4*>(in + (begin + key0 + j) * stride + width + head + i);
-        }
-        *reinterpret_cast<uint4*>(&k_s[j][i]) = v;
+    for (int key0 = 0, stage = 0; key0 < length; key0 += kKeys, stage ^= 1) {
+      if (key0 + kKeys < length) {
+        load_tile(key0 + kKeys, stage ^ 1);
+        WaitCopies<1>();  // this tile's group is done; the next one may still be in flight
+      } else {
+        WaitCopies<0>();
       }
-      // V transposed; consecutive lanes take consecutive keys so the 16-bit stores of a warp
-      // fall into distinct words.
-      for (int e = threadIdx.x; e < kKeys * kRowVecs; e += kThreads) {
-        const int j = e % kKeys;
-        const int i = (e / kKeys) * kVec;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (key0 + j < length) {
-          v = *reinterpret_cast<const uint4*>(in + (begin + key0 + j) * stride + 2 * width +
-                                              head + i);
-        }
-        const auto* halves = reinterpret_cast<const std::uint16_t*>(&v);
+      __syncthreads();  // every thread's copies of this tile are visible
+      if (warp_active) {
+        float s[kKeyTiles][4];
 #pragma unroll
-        for (int h = 0; h < kVec; ++h) vt_s[i + h][j] = halves[h];
-      }
-      __syncthreads();
-      if (!warp_active) continue;
-
-      float s[kKeyTiles][4];
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
-          const std::uint16_t* k_row = &k_s[n * 8 + g][c * 16 + 2 * t];
-          Mma<T>::Run(s[n], q[c], Load32(k_row), Load32(k_row + 8));
+#pragma unroll
+          for (int n = 0; n < kKeyTiles; n += 2) {
+            // Tiles: keys of n (dims lo, hi), then keys of n + 1 (lo, hi).
+            std::uint32_t b[4];
+            LoadTiles(b, &k_s[stage][(n + tile / 2) * 8 + tile_row][c * 16 + (tile % 2) * 8]);
+            Mma<T>::Run(s[n], q[c], b[0], b[1]);
+            Mma<T>::Run(s[n + 1], q[c], b[2], b[3]);
+          }
         }
-      }
-      float tile_max[2] = {m[0], m[1]};
+        float tile_max[2] = {m[0], m[1]};
 #pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
+        for (int n = 0; n < kKeyTiles; ++n) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + n * 8 + 2 * t + (e & 1);
-          s[n][e] = key < length ? s[n][e] * scale_log2 : -INFINITY;
-          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
+          for (int e = 0; e < 4; ++e) {
+            const int key = key0 + n * 8 + 2 * t + (e & 1);
+            s[n][e] = key < length ? s[n][e] * scale_log2 : -INFINITY;
+            tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
+          }
         }
-      }
-      float correction[2];
-      float tile_sum[2] = {0.f, 0.f};
+        float correction[2];
+        float tile_sum[2] = {0.f, 0.f};
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 2));
-        // The tile holds key0 < length, so the max is finite and exp2(-inf) gives 0 on entry.
-        correction[r] = exp2f(m[r] - tile_max[r]);
-        m[r] = tile_max[r];
-      }
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[n][e] = exp2f(s[n][e] - m[e / 2]);
-          tile_sum[e / 2] += s[n][e];
+        for (int r = 0; r < 2; ++r) {
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 1));
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 2));
+          // The tile holds key0 < length, so the max is finite and exp2(-inf) gives 0 on entry.
+          correction[r] = exp2f(m[r] - tile_max[r]);
+          m[r] = tile_max[r];
         }
-      }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 1);
-        tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 2);
-        l[r] = l[r] * correction[r] + tile_sum[r];
-      }
+        for (int n = 0; n < kKeyTiles; ++n) {
 #pragma unroll
-      for (int n = 0; n < kDimTiles; ++n) {
-        o[n][0] *= correction[0];
-        o[n][1] *= correction[0];
-        o[n][2] *= correction[1];
-        o[n][3] *= correction[1];
-      }
-      // P·V, 16 keys per step: S's accumulators for key tiles 2k and 2k+1 are P's A fragment.
+          for (int e = 0; e < 4; ++e) {
+            s[n][e] = exp2f(s[n][e] - m[e / 2]);
+            tile_sum[e / 2] += s[n][e];
+          }
+        }
 #pragma unroll
-      for (int k = 0; k < kKeys / 16; ++k) {
-        const std::uint32_t p[4] = {Mma<T>::Pack(s[2 * k][0], s[2 * k][1]),
-                                    Mma<T>::Pack(s[2 * k][2], s[2 * k][3]),
-                                    Mma<T>::Pack(s[2 * k + 1][0], s[2 * k + 1][1]),
-                                    Mma<T>::Pack(s[2 * k + 1][2], s[2 * k + 1][3])};
+        for (int r = 0; r < 2; ++r) {
+          tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 1);
+          tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 2);
+          l[r] = l[r] * correction[r] + tile_sum[r];
+        }
 #pragma unroll
         for (int n = 0; n < kDimTiles; ++n) {
-          const std::uint16_t* v_row = &vt_s[n * 8 + g][k * 16 + 2 * t];
-          Mma<T>::Run(o[n], p, Load32(v_row), Load32(v_row + 8));
+          o[n][0] *= correction[0];
+          o[n][1] *= correction[0];
+          o[n][2] *= correction[1];
+          o[n][3] *= correction[1];
+        }
+        // P·V, 16 keys a step: S's accumulators of key tiles 2k, 2k+1 are P's A fragment.
+#pragma unroll
+        for (int k = 0; k < kKeys / 16; ++k) {
+          const std::uint32_t p[4] = {Mma<T>::Pack(s[2 * k][0], s[2 * k][1]),
+                                      Mma<T>::Pack(s[2 * k][2], s[2 * k][3]),
+                                      Mma<T>::Pack(s[2 * k + 1][0], s[2 * k + 1][1]),
+                                      Mma<T>::Pack(s[2 * k + 1][2], s[2 * k + 1][3])};
+#pragma unroll
+          for (int n = 0; n < kDimTiles; n += 2) {
+            // Tiles: dims of n (keys lo, hi), then dims of n + 1 (keys lo, hi), transposed.
+            std::uint32_t b[4];
+            LoadTilesTransposed(
+                b, &v_s[stage][k * 16 + (tile % 2) * 8 + tile_row][(n + tile / 2) * 8]);
+            Mma<T>::Run(o[n], p, b[0], b[1]);
+            Mma<T>::Run(o[n + 1], p, b[2], b[3]);
+          }
         }
       }
+      __syncthreads();  // done with this stage before the next iteration's copy overwrites it
     }
     if (!warp_active) continue;
 #pragma unroll

@@ -197,6 +197,7 @@ class GpuInstance final : public ExecutorInstance {
   Result<std::int64_t> Rows(const BatchShape& shape) const {
     std::int64_t rows = shape.batch_size;
     if (model_->plan().input_kind() == plan::InputKind::kTokens) {
+      if (shape.batch_size < 1) return InvalidArgument("a token batch needs at least one sequence");
       if (shape.sequence_lengths.size() != static_cast<std::size_t>(shape.batch_size)) {
         return InvalidArgument("token batch of " + std::to_string(shape.batch_size) +
                                " sequences came with " +

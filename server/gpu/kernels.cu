@@ -59,7 +59,8 @@ __device__ float BlockSum(float v, float* scratch) {
   return v;
 }
 
-// One block per row; two passes over the row (mean, then centred variance) for accuracy.
+// One block per row, for rows wider than a warp holds in registers; two passes over the row
+// (mean, then centred variance) for accuracy.
 template <typename T>
 __global__ void LayerNormKernel(const T* in, const T* residual, const float* gamma,
                                 const float* beta, T* out, std::int64_t width, float eps) {
@@ -84,6 +85,52 @@ __global__ void LayerNormKernel(const T* in, const T* residual, const float* gam
     if (gamma != nullptr) v *= gamma[c];
     if (beta != nullptr) v += beta[c];
     Store(out, base + c, v);
+  }
+}
+
+// One warp per row for rows of up to 32·kPerLane values, which stay in registers: one read of
+// the row from memory, warp shuffles instead of block barriers, and still two passes (mean,
+// then centred variance) over the registers. The block kernel above is for wider rows.
+constexpr int kRowsPerBlock = kThreads / 32;
+
+template <typename T, int kPerLane>
+__global__ void __launch_bounds__(kThreads)
+    WarpLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
+                        T* out, std::int64_t rows, int width, float eps) {
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t base = row * width;
+  float v[kPerLane];
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int c = lane + 32 * i;
+    v[i] = 0.f;
+    if (c < width) {
+      v[i] = Load(in, base + c);
+      if (residual != nullptr) v[i] += Load(residual, base + c);
+    }
+    sum += v[i];
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  const float mean = sum / static_cast<float>(width);
+  float sq = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const float d = lane + 32 * i < width ? v[i] - mean : 0.f;
+    sq += d * d;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+  const float inv_std = rsqrtf(sq / static_cast<float>(width) + eps);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int c = lane + 32 * i;
+    if (c >= width) continue;
+    float y = (v[i] - mean) * inv_std;
+    if (gamma != nullptr) y *= gamma[c];
+    if (beta != nullptr) y += beta[c];
+    Store(out, base + c, y);
   }
 }
 
@@ -124,9 +171,21 @@ template <typename T>
 cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
                       const float* beta, void* out, std::int64_t rows, std::int64_t width,
                       float eps, cudaStream_t stream) {
-  LayerNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      static_cast<const T*>(in), static_cast<const T*>(residual), gamma, beta,
-      static_cast<T*>(out), width, eps);
+  const auto* x = static_cast<const T*>(in);
+  const auto* r = static_cast<const T*>(residual);
+  auto* y = static_cast<T*>(out);
+  const auto warp_blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int w = static_cast<int>(width);
+  if (width <= 32 * 8) {
+    WarpLayerNormKernel<T, 8><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
+  } else if (width <= 32 * 16) {
+    WarpLayerNormKernel<T, 16><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
+  } else if (width <= 32 * 32) {
+    WarpLayerNormKernel<T, 32><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
+  } else {
+    LayerNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, r, gamma, beta, y,
+                                                                            width, eps);
+  }
   return cudaGetLastError();
 }
 

@@ -315,7 +315,7 @@ TEST(GpuEncoder, RejectsBadTokenBatches) {
   std::vector<std::int32_t> too_many_sequences(kMaxTokens + 1, 0);
   too_many_sequences[0] = 1;
   const std::vector<std::vector<std::int32_t>> bad{
-      {}, {0, 0}, {-1, 5}, {static_cast<std::int32_t>(kMaxTokens) + 1}, {600, 600},
+      {}, {-1, 5}, {static_cast<std::int32_t>(kMaxTokens) + 1}, {600, 600},
       too_many_sequences};
   for (const auto& lengths : bad) {
     BatchShape shape;
@@ -325,6 +325,14 @@ TEST(GpuEncoder, RejectsBadTokenBatches) {
         << lengths.size() << " sequences";
     EXPECT_TRUE(exec.Output(0).empty());
   }
+  // Sequences that were all padding: nothing to compute, an empty output of the right width.
+  const std::vector<std::int32_t> all_padding{0, 0};
+  BatchShape empty;
+  empty.batch_size = 2;
+  empty.sequence_lengths = all_padding;
+  ASSERT_TRUE(exec.Execute(empty, nullptr).ok());
+  EXPECT_TRUE(exec.Output(0).empty());
+  EXPECT_EQ(exec.OutputShape(0), (std::vector<std::int64_t>{0, plan->output_width()}));
   const std::vector<std::int32_t> three{3, 4, 5};
   BatchShape mismatched;
   mismatched.batch_size = 2;  // lengths for 3 sequences

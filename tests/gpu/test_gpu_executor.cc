@@ -169,6 +169,35 @@ TEST_P(PrecisionTest, EveryOpAndEpilogueMatchesReferenceAtOddWidths) {
   CheckAgainstReference(ZooPlan(), GetParam());
 }
 
+// LayerNorm has a kernel per width class: a warp per row holding 8, 16 or 32 values a lane in
+// registers (widths up to 256, 512, 1024), and a block per row beyond. One width inside each,
+// with a residual, gamma and beta, and a mean far from 0 (the two-pass variance's case).
+std::shared_ptr<const plan::Plan> LayerNormPlan(std::int64_t width) {
+  Builder b;
+  const auto in = b.Value(37);
+  const auto wide = b.Linear(in, width, true, Activation::kNone);
+  const auto shifted = b.Linear(in, width, true, Activation::kRelu);
+  plan::LayerNormOp norm;
+  norm.input = wide;
+  norm.residual = shifted;
+  norm.output = b.Value(width);
+  norm.gamma = Random(width, 1.0f);
+  norm.beta = Random(width, 0.5f);
+  b.plan->Append(norm);
+  b.plan->SetInput(in, plan::InputKind::kRows);
+  b.plan->SetOutput(norm.output);
+  EXPECT_TRUE(b.plan->Validate().ok());
+  return b.plan;
+}
+
+TEST_P(PrecisionTest, LayerNormOfEveryWidthClassMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  for (std::int64_t width : {45, 300, 1000, 1500}) {
+    std::printf("LayerNorm width %ld\n", static_cast<long>(width));
+    CheckAgainstReference(LayerNormPlan(width), GetParam());
+  }
+}
+
 TEST_P(PrecisionTest, UnfusedFallbackMatchesReference) {
   SKIP_WITHOUT_GPU();
   CheckAgainstReference(ZooPlan(), GetParam(), {{"fuse_epilogues", "false"}});
@@ -243,7 +272,8 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
   spec.parameters["cuda_graphs"] = "false";
   auto eager = CreateGpuExecutorFactory(plan, spec);  // same algorithms, read from the file
   ASSERT_TRUE(eager.ok()) << eager.status().ToString();
-  EXPECT_NE(eager.value()->Describe().find("read from"), std::string::npos)
+  EXPECT_NE(eager.value()->Describe().find("from the cache (" + cache.string() + ")"),
+            std::string::npos)
       << eager.value()->Describe();
   auto a = graphed.value()->CreateInstance(0);
   auto b = eager.value()->CreateInstance(0);
