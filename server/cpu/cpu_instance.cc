@@ -73,6 +73,7 @@ class CpuInstance : public ExecutorInstance {
 
   Status Execute(const BatchShape& shape, ExecuteTimings* timings) override {
     rows_ = 0;
+    executed_ = false;
     LTSERVE_ASSIGN_OR_RETURN(std::int64_t rows, RowsOf(shape));
     try {
       Clock::time_point start = Clock::now();
@@ -99,11 +100,12 @@ class CpuInstance : public ExecutorInstance {
       return Internal("CPU plan execution failed: " + aten::ExceptionMessage(error));
     }
     rows_ = rows;
+    executed_ = true;
     return Status::Ok();
   }
 
   std::span<const std::byte> Output(std::size_t index) const override {
-    if (index != 0 || rows_ == 0) return {};
+    if (index != 0 || !executed_) return {};
     const at::Tensor& result =
         converted_output_.defined() ? converted_output_ : values_[model_->plan->output()];
     const std::size_t bytes = rows_ * model_->plan->output_width() * result.element_size();
@@ -111,7 +113,7 @@ class CpuInstance : public ExecutorInstance {
   }
 
   std::vector<std::int64_t> OutputShape(std::size_t index) const override {
-    if (index != 0 || rows_ == 0) return {};
+    if (index != 0 || !executed_) return {};
     if (model_->tokens) return {rows_, model_->plan->output_width()};
     std::vector<std::int64_t> shape = model_->output_dims;
     if (model_->has_batch_dim) shape.insert(shape.begin(), rows_);
@@ -143,9 +145,11 @@ class CpuInstance : public ExecutorInstance {
                              std::to_string(shape.sequence_lengths.size()) + " for " +
                              std::to_string(shape.batch_size) + " samples");
     }
+    // A sequence of 0 tokens (a request row that is all padding) is fine, and so is a batch of
+    // them only: the ops then run over 0 rows and the output is [0, width].
     std::int64_t tokens = 0;
     for (std::int32_t length : shape.sequence_lengths) {
-      if (length < 1) return InvalidArgument("a sequence length is below 1");
+      if (length < 0) return InvalidArgument("a sequence length is negative");
       tokens += length;
     }
     if (tokens > model_->max_rows) {
@@ -202,6 +206,7 @@ class CpuInstance : public ExecutorInstance {
     const std::int64_t d = heads * op.head_dim;
     std::int64_t offset = 0;
     for (std::int32_t length : sequence_lengths_) {
+      if (length == 0) continue;
       const at::Tensor qkv = values_[op.qkv].narrow(0, offset, length);
       auto part = [&](std::int64_t index) {
         return qkv.narrow(1, index * d, d).view({length, heads, op.head_dim}).transpose(0, 1);
@@ -221,7 +226,8 @@ class CpuInstance : public ExecutorInstance {
   at::Tensor converted_output_;     // the output in the configured dtype, when not fp32
   at::Tensor norm_mean_;            // LayerNorm statistics, [max_rows, 1]
   at::Tensor norm_rstd_;
-  std::int64_t rows_ = 0;  // rows of the last successful Execute; 0 before it
+  std::int64_t rows_ = 0;  // rows of the last successful Execute (0 for a batch of no tokens)
+  bool executed_ = false;  // the last Execute succeeded: Output and OutputShape are valid
   std::span<const std::int32_t> sequence_lengths_;  // token plans: the current batch's
 };
 
