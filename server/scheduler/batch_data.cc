@@ -6,15 +6,6 @@
 namespace ltserve {
 namespace {
 
-std::string ShapeString(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 // The dims an executor is told for one input: the full shape without a batch dimension; with
 // one, the dims after it; none for packed sequences (their lengths travel separately).
 std::vector<std::int64_t> ExecutorDims(const std::vector<std::int64_t>& sent, BatchLayout layout) {
@@ -26,7 +17,87 @@ std::vector<std::int64_t> ExecutorDims(const std::vector<std::int64_t>& sent, Ba
   return sent;
 }
 
+// Calls fn(first, count, padding) for each run of equal mask values of one sample's `mask` (one
+// BOOL byte per token, nonzero = padding), in order: a copy per run instead of per token.
+template <typename Fn>
+void ForEachRun(std::span<const std::byte> mask, Fn&& fn) {
+  std::size_t first = 0;
+  while (first < mask.size()) {
+    const bool padding = mask[first] != std::byte{0};
+    std::size_t end = first + 1;
+    while (end < mask.size() && (mask[end] != std::byte{0}) == padding) ++end;
+    fn(first, end - first, padding);
+    first = end;
+  }
+}
+
+// Sample `sample`'s mask row of a request validated against a key-padding mask input.
+std::span<const std::byte> MaskRow(const InferenceRequest& request, int mask_input,
+                                   std::int64_t sample) {
+  const auto seq = static_cast<std::size_t>(request.inputs[0].shape[1]);
+  return request.inputs[static_cast<std::size_t>(mask_input)].bytes.subspan(
+      static_cast<std::size_t>(sample) * seq, seq);
+}
+
+std::int32_t RealTokens(std::span<const std::byte> mask_row) {
+  std::int32_t real = 0;
+  for (std::byte value : mask_row) real += value == std::byte{0} ? 1 : 0;
+  return real;
+}
+
+// Copies the real tokens of `request`'s input `input` to `cursor`; returns the end.
+std::byte* CopyRealTokens(const InferenceRequest& request, std::size_t input, int mask_input,
+                          std::byte* cursor) {
+  const std::span<const std::byte> bytes = request.inputs[input].bytes;
+  const std::int64_t seq = request.inputs[0].shape[1];
+  const std::size_t token_bytes = bytes.size() / static_cast<std::size_t>(request.batch_size * seq);
+  for (std::int64_t b = 0; b < request.batch_size; ++b) {
+    const std::byte* sample = bytes.data() + static_cast<std::size_t>(b * seq) * token_bytes;
+    ForEachRun(MaskRow(request, mask_input, b), [&](std::size_t first, std::size_t count, bool pad) {
+      if (pad) return;
+      std::memcpy(cursor, sample + first * token_bytes, count * token_bytes);
+      cursor += count * token_bytes;
+    });
+  }
+  return cursor;
+}
+
+// The masked variant of StageInputs' copy: real tokens only, the mask input skipped.
+Status StageMaskedInputs(ExecutorInstance& instance, BatchRequests requests, int mask_input,
+                         std::int64_t real_tokens) {
+  const InferenceRequest& first = *requests.front();
+  std::size_t executor_index = 0;
+  for (std::size_t input = 0; input < first.inputs.size(); ++input) {
+    if (static_cast<int>(input) == mask_input) continue;
+    // Token bytes are equal across the batch (SameSampleShape), so `total` is exact.
+    const std::size_t token_bytes =
+        first.inputs[input].bytes.size() /
+        static_cast<std::size_t>(RowsOf(first, BatchLayout::kPackedSequences));
+    const std::size_t total = token_bytes * static_cast<std::size_t>(real_tokens);
+    LTSERVE_ASSIGN_OR_RETURN(std::span<std::byte> buffer, instance.InputBuffer(executor_index, total));
+    if (buffer.size() < total) {
+      return Internal("input " + std::to_string(input) + ": staging buffer of " +
+                      std::to_string(buffer.size()) + " bytes for " + std::to_string(total));
+    }
+    std::byte* cursor = buffer.data();
+    for (const InferenceRequest* request : requests) {
+      cursor = CopyRealTokens(*request, input, mask_input, cursor);
+    }
+    ++executor_index;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::string ShapeString(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
 
 std::int64_t RowsOf(const InferenceRequest& request, BatchLayout layout) {
   switch (layout) {
@@ -38,7 +109,8 @@ std::int64_t RowsOf(const InferenceRequest& request, BatchLayout layout) {
 }
 
 Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests requests,
-                               BatchLayout layout, std::vector<std::int32_t>* sequence_lengths) {
+                               BatchLayout layout, std::vector<std::int32_t>* sequence_lengths,
+                               int key_padding_mask_input) {
   if (requests.empty()) return Internal("staging an empty batch");
   if (layout == BatchLayout::kWhole && requests.size() != 1) {
     return Internal("a model without a batch dimension runs one request at a time");
@@ -48,13 +120,28 @@ Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests request
   shape.batch_size = 0;
   for (const InferenceRequest* request : requests) shape.batch_size += request->batch_size;
   if (layout == BatchLayout::kWhole) shape.batch_size = 1;
+  const bool masked = layout == BatchLayout::kPackedSequences && key_padding_mask_input >= 0;
   if (layout == BatchLayout::kPackedSequences) {
     sequence_lengths->clear();
+    std::int64_t real_tokens = 0;
     for (const InferenceRequest* request : requests) {
-      sequence_lengths->insert(sequence_lengths->end(), static_cast<std::size_t>(request->batch_size),
-                               static_cast<std::int32_t>(request->inputs[0].shape[1]));
+      if (!masked) {
+        sequence_lengths->insert(sequence_lengths->end(),
+                                 static_cast<std::size_t>(request->batch_size),
+                                 static_cast<std::int32_t>(request->inputs[0].shape[1]));
+        continue;
+      }
+      for (std::int64_t b = 0; b < request->batch_size; ++b) {
+        sequence_lengths->push_back(RealTokens(MaskRow(*request, key_padding_mask_input, b)));
+        real_tokens += sequence_lengths->back();
+      }
     }
     shape.sequence_lengths = *sequence_lengths;
+    if (masked) {
+      LTSERVE_RETURN_IF_ERROR(
+          StageMaskedInputs(instance, requests, key_padding_mask_input, real_tokens));
+      return shape;
+    }
   }
 
   for (std::size_t input = 0; input < first.inputs.size(); ++input) {
@@ -110,6 +197,65 @@ Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(const ExecutorInstanc
       if (layout == BatchLayout::kPackedSequences) request_shape.push_back(request.inputs[0].shape[1]);
       request_shape.insert(request_shape.end(), shape.begin() + 1, shape.end());
       slices[r].push_back(OutputSlice{bytes.subspan(offset, length), std::move(request_shape)});
+      offset += length;
+    }
+  }
+  return slices;
+}
+
+Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
+    const ExecutorInstance& instance, BatchRequests requests, const SchedulerOptions& options,
+    std::span<std::vector<std::byte>> buffers) {
+  const int mask_input = options.key_padding_mask_input;
+  const std::size_t num_outputs = options.output_types.size();
+  std::int64_t real_tokens = 0;
+  for (const InferenceRequest* request : requests) {
+    for (std::int64_t b = 0; b < request->batch_size; ++b) {
+      real_tokens += RealTokens(MaskRow(*request, mask_input, b));
+    }
+  }
+  std::vector<std::vector<OutputSlice>> slices(requests.size());
+  for (auto& per_request : slices) per_request.reserve(num_outputs);
+  for (std::size_t output = 0; output < num_outputs; ++output) {
+    const std::size_t token_bytes = options.output_token_bytes[output];
+    const std::span<const std::byte> packed = instance.Output(output);
+    const std::vector<std::int64_t> shape = instance.OutputShape(output);
+    if (shape.empty() || shape.front() != real_tokens ||
+        packed.size() != static_cast<std::size_t>(real_tokens) * token_bytes) {
+      return Internal("output " + std::to_string(output) + " has shape " + ShapeString(shape) +
+                      " and " + std::to_string(packed.size()) + " bytes for " +
+                      std::to_string(real_tokens) + " real tokens of " +
+                      std::to_string(token_bytes) + " bytes");
+    }
+    std::span<std::byte> buffer = buffers[output];
+    const std::byte* source = packed.data();
+    std::size_t offset = 0;
+    for (std::size_t r = 0; r < requests.size(); ++r) {
+      const InferenceRequest& request = *requests[r];
+      const std::int64_t seq = request.inputs[0].shape[1];
+      const std::size_t length =
+          static_cast<std::size_t>(RowsOf(request, BatchLayout::kPackedSequences)) * token_bytes;
+      if (offset + length > buffer.size()) {
+        return Internal("masked outputs of " + std::to_string(offset + length) +
+                        " bytes exceed the scatter buffer of " + std::to_string(buffer.size()));
+      }
+      std::byte* target = buffer.data() + offset;
+      for (std::int64_t b = 0; b < request.batch_size; ++b) {
+        ForEachRun(MaskRow(request, mask_input, b), [&](std::size_t first, std::size_t count,
+                                                        bool pad) {
+          std::byte* at = target + (static_cast<std::size_t>(b * seq) + first) * token_bytes;
+          if (pad) {
+            std::memset(at, 0, count * token_bytes);
+          } else {
+            std::memcpy(at, source, count * token_bytes);
+            source += count * token_bytes;
+          }
+        });
+      }
+      const std::int64_t width =
+          static_cast<std::int64_t>(token_bytes / ElementSize(options.output_types[output]));
+      slices[r].push_back(
+          OutputSlice{buffer.subspan(offset, length), {request.batch_size, seq, width}});
       offset += length;
     }
   }

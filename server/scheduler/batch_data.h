@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -33,8 +34,14 @@ enum class BatchLayout : std::uint8_t {
 // returns the shape to Execute with. For kPackedSequences the sequence lengths are written to
 // `sequence_lengths`, which the returned shape points into. Fails with the instance's error
 // (INVALID_ARGUMENT when the batch is larger than the instance was sized for).
+//
+// With a key-padding mask (kPackedSequences, `key_padding_mask_input` >= 0, validated by
+// ValidateRequest): the mask input is not staged, and the inputs after it move down one
+// executor index; the other inputs get only the tokens whose mask is false, so a sample's
+// sequence is its real tokens wherever they are, of length 0 when all are padding.
 Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests requests,
-                               BatchLayout layout, std::vector<std::int32_t>* sequence_lengths);
+                               BatchLayout layout, std::vector<std::int32_t>* sequence_lengths,
+                               int key_padding_mask_input = -1);
 
 // Per request (batch order), its `num_outputs` output slices: its rows (kRows) or tokens
 // (kPackedSequences, reshaped to [batch, seq, ...]) of each output of the last Execute. Fails
@@ -43,6 +50,18 @@ Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(const ExecutorInstanc
                                                            BatchRequests requests,
                                                            std::size_t num_outputs,
                                                            BatchLayout layout);
+
+// After a masked batch (StageInputs with a key-padding mask): per request, its outputs as
+// [batch, seq, width] with the executor's rows at the real tokens' positions and zeros at the
+// padded ones, written into `buffers` (one per output, each at least max_batch_tokens x that
+// output's token bytes: the batch's full batch x seq tokens fit). The slices point into
+// `buffers`. INTERNAL when an output does not hold one row of output_token_bytes per real token.
+Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
+    const ExecutorInstance& instance, BatchRequests requests, const SchedulerOptions& options,
+    std::span<std::vector<std::byte>> buffers);
+
+// "[2, 128]" for messages.
+std::string ShapeString(const std::vector<std::int64_t>& shape);
 
 // Rows a request contributes to the executor's first dimension: batch_size, or batch_size x seq
 // tokens when packed; 1 for kWhole.

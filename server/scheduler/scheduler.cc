@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <list>
 #include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <thread>
@@ -59,11 +60,15 @@ struct Queued {
 };
 using QueueList = std::list<Queued>;
 
-// What a worker thread owns: its instance and scratch space reused from batch to batch.
+// What a worker thread owns: its instance and scratch space reused from batch to batch, all
+// allocated at Create.
 struct Worker {
   ExecutorInstance* instance = nullptr;
   std::vector<const InferenceRequest*> requests;
   std::vector<std::int32_t> sequence_lengths;
+  // With a key-padding mask: one buffer per output that the padded [batch, seq, width]
+  // outputs are scattered into (max_batch_tokens tokens each).
+  std::vector<std::vector<std::byte>> scatter;
 };
 
 }  // namespace
@@ -88,6 +93,7 @@ struct Scheduler::Impl {
   std::size_t pending = 0;
   bool draining = false;
   bool stopping = false;
+  std::vector<Worker> worker_state;  // one per instance, same order
   std::vector<std::thread> workers;
   std::thread expiry_thread;
 
@@ -258,8 +264,7 @@ struct Scheduler::Impl {
     return {};
   }
 
-  void WorkerLoop(ExecutorInstance& instance) {
-    Worker worker{&instance, {}, {}};
+  void WorkerLoop(Worker& worker) {
     while (true) {
       QueueList batch;
       bool more = false;
@@ -295,9 +300,12 @@ struct Scheduler::Impl {
     }
     ExecuteTimings timings;
     Status status = Execute(worker, &timings);
-    Result<std::vector<std::vector<OutputSlice>>> slices =
-        status.ok() ? SliceOutputs(*worker.instance, requests, options.output_types.size(), layout)
-                    : Result<std::vector<std::vector<OutputSlice>>>(status);
+    Result<std::vector<std::vector<OutputSlice>>> slices = status;
+    if (status.ok() && options.key_padding_mask_input >= 0) {
+      slices = ScatterMaskedOutputs(*worker.instance, requests, options, worker.scatter);
+    } else if (status.ok()) {
+      slices = SliceOutputs(*worker.instance, requests, options.output_types.size(), layout);
+    }
     if (!slices.ok()) {
       Fail(batch, slices.status());
       return;
@@ -320,8 +328,8 @@ struct Scheduler::Impl {
   // INTERNAL, except INVALID_ARGUMENT (a batch larger than the instance was sized for).
   Status Execute(Worker& worker, ExecuteTimings* timings) {
     const TimePoint staging = Clock::now();
-    Result<BatchShape> shape =
-        StageInputs(*worker.instance, worker.requests, layout, &worker.sequence_lengths);
+    Result<BatchShape> shape = StageInputs(*worker.instance, worker.requests, layout,
+                                           &worker.sequence_lengths, options.key_padding_mask_input);
     const std::uint64_t staging_ns = NanosBetween(staging, Clock::now());
     Status status = shape.ok() ? worker.instance->Execute(shape.value(), timings) : shape.status();
     timings->input_ns += staging_ns;
@@ -382,8 +390,26 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(
   impl->instances = std::move(instances);
   impl->stats = stats;
   Impl* state = impl.get();
-  for (auto& instance : state->instances) {
-    state->workers.emplace_back([state, raw = instance.get()] { state->WorkerLoop(*raw); });
+  const auto max_samples = static_cast<std::size_t>(std::max(state->options.max_batch_size, 1));
+  state->worker_state.resize(state->instances.size());
+  try {
+    for (std::size_t i = 0; i < state->instances.size(); ++i) {
+      Worker& worker = state->worker_state[i];
+      worker.instance = state->instances[i].get();
+      worker.requests.reserve(max_samples);
+      worker.sequence_lengths.reserve(max_samples);
+      if (state->options.key_padding_mask_input < 0) continue;
+      for (std::size_t token_bytes : state->options.output_token_bytes) {
+        worker.scatter.emplace_back(
+            static_cast<std::size_t>(state->options.max_batch_tokens) * token_bytes);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("scheduler: allocating the masked-output buffers of " +
+                             std::to_string(state->options.max_batch_tokens) + " tokens");
+  }
+  for (Worker& worker : state->worker_state) {
+    state->workers.emplace_back([state, &worker] { state->WorkerLoop(worker); });
   }
   state->expiry_thread = std::thread([state] { state->ExpiryLoop(); });
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));

@@ -81,6 +81,19 @@ struct SchedulerOptions {
   // the GPU executor's max_tokens_per_batch); 0: no limit beyond max_batch_size. A longer request is
   // INVALID_ARGUMENT.
   std::int64_t max_batch_tokens = 0;
+  // With packed_sequences: the longest seq one request may send (0: no limit). A longer request
+  // is INVALID_ARGUMENT naming both numbers.
+  std::int64_t max_sequence_length = 0;
+  // With packed_sequences: the input (config order) that is a key-padding mask, BOOL
+  // [batch, seq] with true = padding, or -1. The executor never sees it: staging copies only
+  // the real tokens of the other inputs (each sample's real tokens, wherever they are, form one
+  // sequence, possibly of 0 tokens), and each output comes back as [batch, seq, ...] with
+  // zeros at the padded positions, scattered into a buffer each worker allocates at Create
+  // (max_batch_tokens x output_token_bytes per output). Needs max_batch_tokens > 0 and
+  // output_token_bytes.
+  int key_padding_mask_input = -1;
+  // With a key-padding mask: bytes of one token of each output (width x element size).
+  std::vector<std::size_t> output_token_bytes;
   // One entry per model output, config order: the scheduler slices this many outputs.
   std::vector<DataType> output_types;
 };
@@ -107,8 +120,9 @@ class Scheduler {
 
   // Never blocks on execution. Accepted: returns a request id and on_complete will be called
   // exactly once. Rejected at once (batch size < 1 or larger than max_batch_size, an input whose
-  // first dim is not batch_size, no inputs or no on_complete, with packed_sequences a missing or
-  // unequal sequence dim or more than max_batch_tokens tokens: INVALID_ARGUMENT; queue full:
+  // first dim is not batch_size, no inputs or no on_complete, with packed_sequences a missing,
+  // zero or unequal sequence dim, a seq over max_sequence_length, more than max_batch_tokens
+  // tokens, or a missing key-padding mask or one not [batch, seq]: INVALID_ARGUMENT; queue full:
   // RESOURCE_EXHAUSTED; draining: UNAVAILABLE): returns the error, records the failure in stats,
   // and on_complete is NOT called. A priority of 0 or above priority_levels means the default
   // level, as in Triton.

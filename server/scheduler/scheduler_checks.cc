@@ -34,6 +34,23 @@ Status ValidateOptions(const SchedulerOptions& options) {
     return InvalidArgument("scheduler: packed sequences need a batch dimension");
   }
   if (options.max_batch_tokens < 0) return InvalidArgument("scheduler: max_batch_tokens is negative");
+  if (options.max_sequence_length < 0) {
+    return InvalidArgument("scheduler: max_sequence_length is negative");
+  }
+  if (options.key_padding_mask_input >= 0) {
+    // Input 0 holds the tokens (it defines seq); the scatter buffers need a token budget.
+    if (!options.packed_sequences || options.key_padding_mask_input == 0 ||
+        options.max_batch_tokens == 0) {
+      return InvalidArgument("scheduler: a key-padding mask needs packed sequences, a token "
+                             "budget, and an input before it that holds the tokens");
+    }
+    if (options.output_token_bytes.size() != options.output_types.size() ||
+        std::find(options.output_token_bytes.begin(), options.output_token_bytes.end(), 0u) !=
+            options.output_token_bytes.end()) {
+      return InvalidArgument("scheduler: a key-padding mask needs the bytes of one token of "
+                             "every output");
+    }
+  }
   if (options.priority_levels > 0 && (options.default_priority_level < 1 ||
                                       options.default_priority_level > options.priority_levels)) {
     return InvalidArgument("scheduler: default_priority_level " +
@@ -45,21 +62,64 @@ Status ValidateOptions(const SchedulerOptions& options) {
 
 namespace {
 
-// With packed sequences: every input has a sequence dim, the same in all, and the request's
-// tokens fit one batch.
-Status ValidateSequences(const InferenceRequest& request, std::int64_t max_batch_tokens) {
-  const std::int64_t seq = request.inputs[0].shape.size() >= 2 ? request.inputs[0].shape[1] : 0;
-  for (const RequestInput& input : request.inputs) {
-    if (input.shape.size() < 2 || input.shape[1] != seq || seq < 1 ||
-        seq > std::numeric_limits<std::int32_t>::max()) {
+// The key-padding mask of a request whose input 0 is [batch, seq, ...]: BOOL [batch, seq].
+Status ValidateMask(const InferenceRequest& request, std::size_t index, std::int64_t seq) {
+  if (request.inputs.size() <= index) {
+    return InvalidArgument("the model takes a key-padding mask as input " + std::to_string(index) +
+                           " (BOOL [batch, seq], true = padding); the request has " +
+                           std::to_string(request.inputs.size()) + " input(s)");
+  }
+  const RequestInput& mask = request.inputs[index];
+  const std::vector<std::int64_t> expected{request.batch_size, seq};
+  if (mask.shape != expected) {
+    return InvalidArgument("the key-padding mask (input " + std::to_string(index) + ") must be " +
+                           ShapeString(expected) + ", [batch, seq] of input 0; got " +
+                           ShapeString(mask.shape));
+  }
+  if (mask.bytes.size() != static_cast<std::size_t>(request.batch_size * seq)) {
+    return InvalidArgument("the key-padding mask (input " + std::to_string(index) + ") must hold " +
+                           std::to_string(request.batch_size * seq) + " BOOL bytes; got " +
+                           std::to_string(mask.bytes.size()));
+  }
+  return Status::Ok();
+}
+
+// With packed sequences: every input has a sequence dim, the same in all (a key-padding mask
+// is exactly [batch, seq]), within max_sequence_length, and the request's tokens fit one batch.
+Status ValidateSequences(const InferenceRequest& request, const SchedulerOptions& options) {
+  const std::vector<std::int64_t>& tokens = request.inputs[0].shape;
+  if (tokens.size() < 2) {
+    return InvalidArgument("input 0 of a token model must be [batch, seq, ...]; got " +
+                           ShapeString(tokens));
+  }
+  const std::int64_t seq = tokens[1];
+  if (seq < 1) {
+    return InvalidArgument("sequence length " + std::to_string(seq) +
+                           "; a token model takes seq >= 1");
+  }
+  if (options.max_sequence_length > 0 && seq > options.max_sequence_length) {
+    return InvalidArgument("sequence length " + std::to_string(seq) +
+                           " exceeds the model's max_sequence_length " +
+                           std::to_string(options.max_sequence_length));
+  }
+  if (seq > std::numeric_limits<std::int32_t>::max()) {
+    return InvalidArgument("sequence length " + std::to_string(seq) + " is out of range");
+  }
+  const int mask = options.key_padding_mask_input;
+  if (mask >= 0) LTSERVE_RETURN_IF_ERROR(ValidateMask(request, static_cast<std::size_t>(mask), seq));
+  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
+    const std::vector<std::int64_t>& shape = request.inputs[i].shape;
+    if (static_cast<int>(i) == mask) continue;
+    if (shape.size() < 2 || shape[1] != seq) {
       return InvalidArgument("every input of a token model must be [batch, seq, ...] with the "
-                             "same seq >= 1");
+                             "same seq; input 0 has seq " + std::to_string(seq) + ", input " +
+                             std::to_string(i) + " is " + ShapeString(shape));
     }
   }
-  if (max_batch_tokens > 0 && request.batch_size * seq > max_batch_tokens) {
+  if (options.max_batch_tokens > 0 && request.batch_size * seq > options.max_batch_tokens) {
     return InvalidArgument(std::to_string(request.batch_size * seq) +
                            " tokens exceed the model's max tokens per batch " +
-                           std::to_string(max_batch_tokens));
+                           std::to_string(options.max_batch_tokens));
   }
   return Status::Ok();
 }
@@ -86,7 +146,7 @@ Status ValidateRequest(InferenceRequest* request, const SchedulerOptions& option
                              std::to_string(request->batch_size));
     }
   }
-  if (options.packed_sequences) return ValidateSequences(*request, options.max_batch_tokens);
+  if (options.packed_sequences) return ValidateSequences(*request, options);
   return Status::Ok();
 }
 

@@ -63,10 +63,18 @@ std::shared_ptr<Call> Harness::SendSequences(std::int64_t batch, std::int64_t se
   return SendShape({batch, seq, width}, {});
 }
 
+std::shared_ptr<Call> Harness::SendMasked(std::int64_t batch, std::int64_t seq,
+                                          std::vector<std::uint8_t> mask,
+                                          const std::function<void(InferenceRequest&)>& adjust) {
+  return SendShape({batch, seq, kWidth}, adjust, std::move(mask));
+}
+
 std::shared_ptr<Call> Harness::SendShape(std::vector<std::int64_t> shape,
-                                         const std::function<void(InferenceRequest&)>& adjust) {
+                                         const std::function<void(InferenceRequest&)>& adjust,
+                                         std::vector<std::uint8_t> mask) {
   auto call = std::make_shared<Call>();
   call->shape = shape;
+  call->mask = std::move(mask);
   call->width = shape.back();
   call->rows = 1;
   for (std::size_t d = 0; d + 1 < shape.size(); ++d) call->rows *= std::max<std::int64_t>(shape[d], 0);
@@ -79,6 +87,10 @@ std::shared_ptr<Call> Harness::SendShape(std::vector<std::int64_t> shape,
   auto request = std::make_unique<InferenceRequest>();
   request->inputs.push_back(RequestInput{std::as_bytes(std::span<const float>(call->input)),
                                          shape});
+  if (!call->mask.empty()) {
+    request->inputs.push_back(RequestInput{std::as_bytes(std::span<const std::uint8_t>(call->mask)),
+                                           {shape[0], shape[1]}});
+  }
   request->batch_size = options.max_batch_size > 0 ? shape.front() : 1;
   request->keep_alive = call;
   Call* raw = call.get();
@@ -116,22 +128,33 @@ void ExpectOwnOutputs(const Call& call, const Outcome& outcome) {
   EXPECT_EQ(outcome.shapes[1], sum_shape);
   ASSERT_EQ(outcome.outputs[0].size(), call.input.size());
   ASSERT_EQ(outcome.outputs[1].size(), static_cast<std::size_t>(call.rows));
+  ASSERT_TRUE(call.mask.empty() || call.mask.size() == static_cast<std::size_t>(call.rows));
   // Reference in double; the fake computes 2x + 1 in float (one rounding: 1 ulp of |y| <= 201)
-  // and sums a row in double before rounding to float.
+  // and sums a row in double before rounding to float. A padded token's outputs are zeros.
   constexpr double kRelativeTolerance = 1e-6;
   for (std::int64_t r = 0; r < call.rows; ++r) {
+    const bool padding = !call.mask.empty() && call.mask[r] != 0;
     double sum = 0;
     for (std::int64_t c = 0; c < call.width; ++c) {
       const double x = call.input[r * call.width + c];
-      const double expected = 2.0 * x + 1.0;
+      const double expected = padding ? 0.0 : 2.0 * x + 1.0;
       EXPECT_NEAR(outcome.outputs[0][r * call.width + c], expected,
                   kRelativeTolerance * (std::abs(expected) + 1.0))
-          << "row " << r << " col " << c;
-      sum += x;
+          << "row " << r << " col " << c << (padding ? " (padding)" : "");
+      sum += padding ? 0.0 : x;
     }
     EXPECT_NEAR(outcome.outputs[1][r], sum, kRelativeTolerance * (std::abs(sum) + 1.0))
-        << "row " << r;
+        << "row " << r << (padding ? " (padding)" : "");
   }
+}
+
+SchedulerOptions MaskedOptions(std::int64_t max_tokens, std::int64_t width) {
+  SchedulerOptions options = BatchingOptions(/*max_batch_size=*/8, std::chrono::microseconds(0));
+  options.packed_sequences = true;
+  options.max_batch_tokens = max_tokens;
+  options.key_padding_mask_input = 1;
+  options.output_token_bytes = {static_cast<std::size_t>(width) * sizeof(float), sizeof(float)};
+  return options;
 }
 
 std::vector<float> FirstValues(const std::vector<std::shared_ptr<Call>>& calls) {

@@ -41,6 +41,8 @@ struct Call {
   std::vector<std::int64_t> shape;  // as sent
   std::int64_t rows = 0;            // rows of `width` values in `input`
   std::int64_t width = 0;
+  // With a key-padding mask: one byte per token of [batch, seq], nonzero = padding.
+  std::vector<std::uint8_t> mask;
   Clock::time_point sent;
   Result<std::uint64_t> id = Internal("not sent");
   std::atomic<int> completions{0};
@@ -80,6 +82,12 @@ class Harness {
   // For packed_sequences: `batch` sequences of `seq` tokens, shape [batch, seq, width].
   std::shared_ptr<Call> SendSequences(std::int64_t batch, std::int64_t seq,
                                       std::int64_t width = kWidth);
+  // For a key-padding mask model (mask input 1): [batch, seq, width] tokens and `mask`
+  // (batch x seq bytes, nonzero = padding) as input 1 of shape [batch, seq]; `adjust` may
+  // break the request on purpose.
+  std::shared_ptr<Call> SendMasked(std::int64_t batch, std::int64_t seq,
+                                   std::vector<std::uint8_t> mask,
+                                   const std::function<void(InferenceRequest&)>& adjust = {});
 
   // Holds the fake executor and sends a request that occupies an instance; returns once that
   // request is inside Execute, so what is sent next queues up behind it.
@@ -94,15 +102,20 @@ class Harness {
 
  private:
   std::shared_ptr<Call> SendShape(std::vector<std::int64_t> shape,
-                                  const std::function<void(InferenceRequest&)>& adjust);
+                                  const std::function<void(InferenceRequest&)>& adjust,
+                                  std::vector<std::uint8_t> mask = {});
 
   std::unique_ptr<Scheduler> scheduler_;
   std::mutex rng_mutex_;
   std::mt19937 rng_;
 };
 
-// Expects `outcome` to be OK with y0 = 2x + 1 and y1 = row sums of the call's own rows.
+// Expects `outcome` to be OK with y0 = 2x + 1 and y1 = row sums of the call's own rows (of a
+// masked call: at its real tokens, zeros at its padded ones).
 void ExpectOwnOutputs(const Call& call, const Outcome& outcome);
+
+// Options for a token model with a key-padding mask as input 1, up to `max_tokens` tokens.
+SchedulerOptions MaskedOptions(std::int64_t max_tokens, std::int64_t width = kWidth);
 
 // The first value of each row of `calls`, in order: what the executor sees if they ran in order.
 std::vector<float> FirstValues(const std::vector<std::shared_ptr<Call>>& calls);

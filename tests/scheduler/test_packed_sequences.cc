@@ -66,5 +66,29 @@ TEST(PackedSequences, RequestsThatCannotBePackedAreRejected) {
   ExpectOwnOutputs(*at_limit, at_limit->Await());
 }
 
+TEST(PackedSequences, SequenceOverMaxSequenceLengthIsInvalidArgumentNamingBoth) {
+  SchedulerOptions options = PackedOptions();
+  options.max_sequence_length = 6;
+  Harness h(options);
+  auto too_long = h.SendSequences(1, 7);
+  ASSERT_FALSE(too_long->id.ok());
+  EXPECT_EQ(too_long->id.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long->id.status().message().find(
+                "sequence length 7 exceeds the model's max_sequence_length 6"),
+            std::string::npos)
+      << too_long->id.status().message();
+  auto at_limit = h.SendSequences(2, 6);
+  ExpectOwnOutputs(*at_limit, at_limit->Await());
+}
+
+TEST(PackedSequences, EmptySequenceIsInvalidArgumentSayingSo) {
+  Harness h(PackedOptions());
+  auto empty = h.SendSequences(2, 0);
+  ASSERT_FALSE(empty->id.ok());
+  EXPECT_EQ(empty->id.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty->id.status().message().find("sequence length 0"), std::string::npos)
+      << empty->id.status().message();
+}
+
 }  // namespace
 }  // namespace ltserve::testing
