@@ -68,5 +68,11 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     echo "== served benchmark"
     bench/serving/served_gpu_bench.sh build-device build-gpu-only/bench_models "$OUT" || status=1
   fi
+  if [[ $build_status == 0 && ${RUN_SERVED_ENCODER:-1} == 1 ]]; then
+    echo "== served encoder benchmark (mixed lengths 16..512)"
+    bench/serving/served_encoder_bench.sh build-device build-gpu-only/bench_models "$OUT" 2>&1 |
+      tee "$OUT/served_encoder.txt"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+  fi
 fi
 exit $status

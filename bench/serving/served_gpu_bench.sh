@@ -23,20 +23,8 @@ for variant in batched unbatched; do
   } > "$dir/config.pbtxt"
 done
 
-LOG=$OUT/served-server.log
-"$BUILD/server/app/ltserve" --model-repository "$REPO" --host 127.0.0.1 --grpc-port 0 \
-  --http-port -1 > "$LOG" 2>&1 &
-SERVER=$!
-for _ in $(seq 1 600); do
-  grep -q "ltserve ready=" "$LOG" && break
-  kill -0 $SERVER 2>/dev/null || break
-  sleep 0.2
-done
-ADDR=$(grep -oE 'grpc=[0-9.]+:[0-9]+' "$LOG" | head -1 | cut -d= -f2)
-grep -E "ready|error|GPU" "$LOG"
-if [[ -z $ADDR ]] || ! grep -q "ltserve ready=true" "$LOG"; then
-  echo "served benchmark: server did not become ready"; cat "$LOG"; kill $SERVER; exit 1
-fi
+source "$(dirname "$0")/start_server.sh"
+start_ltserve "$BUILD" "$REPO" "$OUT/served-server.log" || exit 1
 for variant in batched unbatched; do
   echo "== served mlp_$variant"
   "$BUILD/client/bench/ltserve-bench" -u "$ADDR" -m "mlp_$variant" --concurrency 1,4,16,64,256 \
