@@ -68,7 +68,8 @@ def flattened():
 
 
 class MaskedEncoder(nn.Module):
-    """An encoder taking PyTorch's key-padding mask (true = padding) as a second input."""
+    """An encoder taking PyTorch's key-padding mask (true = padding) as a second input: the
+    wrapper users write, since forward's second positional argument is the attention mask."""
 
     def __init__(self):
         super().__init__()
@@ -76,6 +77,24 @@ class MaskedEncoder(nn.Module):
 
     def forward(self, x, mask):
         return self.encoder(x, src_key_padding_mask=mask)
+
+
+class MaskedWrappedEncoder(nn.Module):
+    """Input projection, a masked encoder, per-token head. `nested` is the encoder's
+    enable_nested_tensor: PyTorch's default (True) suits scripting, but a trace of that fast
+    path bakes the example's sequence lengths in and answers other masks wrongly, so the traced
+    export turns it off (the mask then flows into attention, which traces correctly)."""
+
+    def __init__(self, nested=True):
+        super().__init__()
+        self.proj = nn.Linear(37, 64)
+        layer = nn.TransformerEncoderLayer(64, 4, 80, dropout=0.0, activation="gelu",
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested)
+        self.head = nn.Linear(64, 5)
+
+    def forward(self, x, key_padding_mask):
+        return self.head(self.encoder(self.proj(x), src_key_padding_mask=key_padding_mask))
 
 
 def export_encoders(exporter, seed):
@@ -90,6 +109,13 @@ def export_encoders(exporter, seed):
     exporter.write("enc_flattened", randomize(flattened()), [("INPUT__0", f32, [-1, 64])],
                    [("OUTPUT__0", f32, [-1])], MAX_BATCH)
     torch.manual_seed(seed)
-    exporter.write("enc_masked", MaskedEncoder(),
+    exporter.write("enc_masked", randomize(MaskedEncoder()),
                    [("INPUT__0", f32, [-1, 64]), ("MASK__1", torch.bool, [-1])],
                    [("OUTPUT__0", f32, [-1, 64])], MAX_BATCH)
+    # Scripted it lowers; traced it serves through TorchScript (a trace hides the mask in ops).
+    for mode in ("script", "trace"):
+        torch.manual_seed(seed)
+        module = MaskedWrappedEncoder(nested=mode == "script")
+        exporter.write(f"enc_masked_wrapped_{mode}", randomize(module),
+                       [("INPUT__0", f32, [-1, 37]), ("MASK__1", torch.bool, [-1])],
+                       [("OUTPUT__0", f32, [-1, 5])], MAX_BATCH, mode)

@@ -128,6 +128,15 @@ def config_text(name, max_batch, inputs, outputs, queue_delay_us):
     return "\n".join(lines) + "\n"
 
 
+def example_input(batch, dims, dtype):
+    """A tracing example: random values, or for a BOOL key-padding mask [batch, seq] some
+    trailing padding that differs per row (a random BOOL would pad nearly every token)."""
+    if dtype == torch.bool:
+        positions = torch.arange(dims[-1])
+        return torch.stack([positions >= dims[-1] - 1 - b for b in range(batch)])
+    return torch.randn(batch, *dims).to(dtype)
+
+
 class Exporter:
     def __init__(self, repo):
         self.repo = pathlib.Path(repo)
@@ -140,7 +149,7 @@ class Exporter:
         else:
             batch = 3
             # A variable dim (a sequence) is traced at an odd length; the trace keeps it variable.
-            example = tuple(torch.randn(batch, *[7 if d < 0 else d for d in dims]).to(dtype)
+            example = tuple(example_input(batch, [7 if d < 0 else d for d in dims], dtype)
                             for _, dtype, dims in inputs)
             with torch.no_grad():
                 exported = torch.jit.trace(module, example)

@@ -159,13 +159,15 @@ Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::P
 
 }  // namespace
 
-Result<std::int64_t> MaxBatchTokens(const ModelSpec& spec) {
+Result<std::int64_t> MaxSequenceLength(const ModelSpec& spec) {
   const std::int64_t configured_seq =
       !spec.inputs.empty() && !spec.inputs[0].dims.empty() ? spec.inputs[0].dims[0] : -1;
-  LTSERVE_ASSIGN_OR_RETURN(
-      std::int64_t max_seq,
-      PositiveParameter(spec, "max_sequence_length",
-                        configured_seq > 0 ? configured_seq : kDefaultMaxSequenceLength));
+  return PositiveParameter(spec, "max_sequence_length",
+                           configured_seq > 0 ? configured_seq : kDefaultMaxSequenceLength);
+}
+
+Result<std::int64_t> MaxBatchTokens(const ModelSpec& spec) {
+  LTSERVE_ASSIGN_OR_RETURN(std::int64_t max_seq, MaxSequenceLength(spec));
   return PositiveParameter(spec, "max_tokens_per_batch",
                            std::max(spec.max_batch_size, 1) * max_seq);
 }

@@ -28,9 +28,14 @@ Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
 // gives one: BERT's limit, which covers most encoders exported from PyTorch.
 constexpr std::int64_t kDefaultMaxSequenceLength = 512;
 
+// The longest sequence one request of a token model may send (the scheduler refuses longer
+// ones): parameter max_sequence_length, else the config's seq dim when fixed, else
+// kDefaultMaxSequenceLength. INVALID_ARGUMENT for a malformed parameter.
+Result<std::int64_t> MaxSequenceLength(const ModelSpec& spec);
+
 // Tokens per executed batch of a token model, for every executor and the scheduler: parameter
-// max_tokens_per_batch, else max_batch_size × max_sequence_length (parameter, else the config's
-// seq dim when fixed, else kDefaultMaxSequenceLength). INVALID_ARGUMENT for a malformed parameter.
+// max_tokens_per_batch, else max_batch_size × MaxSequenceLength(spec). INVALID_ARGUMENT for a
+// malformed parameter.
 Result<std::int64_t> MaxBatchTokens(const ModelSpec& spec);
 
 }  // namespace ltserve

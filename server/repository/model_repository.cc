@@ -49,6 +49,8 @@ struct ChosenExecutor {
   // budget beyond max_batch_size).
   bool packed_sequences = false;
   std::int64_t max_batch_tokens = 0;
+  std::int64_t max_sequence_length = 0;  // per request, with packed_sequences
+  int key_padding_mask_input = -1;       // the config input the scheduler masks with, or -1
 };
 
 // Picks the fastest path the model allows: the fused GPU executor, else the CPU plan executor,
@@ -64,13 +66,19 @@ Result<ChosenExecutor> ChooseExecutor(const ModelSpec& spec, bool allow_gpu) {
   // packs sequences up to it, and the executor is sized for it.
   const bool tokens = loaded.plan->input_kind() == plan::InputKind::kTokens;
   std::int64_t token_budget = 0;
+  std::int64_t max_sequence_length = 0;
   ModelSpec sized = spec;
   if (tokens) {
     LTSERVE_ASSIGN_OR_RETURN(token_budget, MaxBatchTokens(spec));
+    LTSERVE_ASSIGN_OR_RETURN(max_sequence_length, MaxSequenceLength(spec));
     sized.parameters["max_tokens_per_batch"] = std::to_string(token_budget);
   }
+  // The executor never sees the key-padding mask: the scheduler drops padded tokens first.
+  const int mask_input = loaded.key_padding_mask_input;
+  if (mask_input >= 0) sized.inputs.erase(sized.inputs.begin() + mask_input);
   auto packed = [&](std::unique_ptr<ExecutorFactory> factory) {
-    return ChosenExecutor{std::move(factory), loaded.lowering_report, tokens, token_budget};
+    return ChosenExecutor{std::move(factory), loaded.lowering_report, tokens,
+                          token_budget, max_sequence_length, mask_input};
   };
   if (allow_gpu && spec.device != DeviceKind::kCpu) {
     std::string reason;
@@ -139,6 +147,15 @@ Result<std::unique_ptr<ModelRepository>> ModelRepository::Create(const Repositor
       SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, entry.config);
       scheduler_options.packed_sequences = chosen.packed_sequences;
       scheduler_options.max_batch_tokens = chosen.max_batch_tokens;
+      scheduler_options.max_sequence_length = chosen.max_sequence_length;
+      scheduler_options.key_padding_mask_input = chosen.key_padding_mask_input;
+      if (chosen.key_padding_mask_input >= 0) {
+        // A token plan's outputs are [tokens, width]: width is the configured last dim.
+        for (const TensorSpec& output : spec.outputs) {
+          scheduler_options.output_token_bytes.push_back(
+              static_cast<std::size_t>(output.dims.back()) * ElementSize(output.dtype));
+        }
+      }
       LTSERVE_ASSIGN_OR_RETURN(model->scheduler_,
                                Scheduler::Create(std::move(scheduler_options),
                                                  std::move(instances), &model->stats_));

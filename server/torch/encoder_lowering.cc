@@ -6,6 +6,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "torch/lowering.h"
@@ -237,15 +238,92 @@ Status AppendBlock(const Module& block, const std::string& where, std::vector<St
   return Status::Ok();
 }
 
+bool IsEncoderType(const std::string& type) { return type == kEncoder || type == kEncoderLayer; }
+
+// A call argument that is the constant None, or (`false_too`) the constant false.
+bool IsUnset(const torch::jit::Value* value, bool false_too) {
+  std::optional<c10::IValue> constant = ConstantOf(value);
+  return constant && (constant->isNone() || (false_too && constant->isBool() && !constant->toBool()));
+}
+
+// An encoder or encoder-layer call of a scripted wrapper: forward(src, mask, src_key_padding_mask,
+// is_causal) with every argument written out (the script compiler fills in the defaults).
+Status CheckMaskedEncoderCall(const torch::jit::Node& call, const torch::jit::Value* mask,
+                              const std::string& where) {
+  if (call.inputs().size() != 5 || call.input(3) != mask) {
+    return NotLowered(where, "is not called with the key-padding mask as src_key_padding_mask");
+  }
+  if (!IsUnset(call.input(2), false) || !IsUnset(call.input(4), true)) {
+    return NotLowered(where, "is called with an attention mask or is_causal; only a key-padding "
+                             "mask is lowered");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::size_t ForwardInputCount(const Module& module) {
+  const torch::jit::Graph& graph = *module.get_method("forward").graph();
+  return graph.inputs().empty() ? 0 : graph.inputs().size() - 1;
+}
+
+Result<std::vector<Step>> KeyPaddingWrapperSteps(const Module& module) {
+  const std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph();
+  if (graph->inputs().size() != 3) {
+    return Unimplemented("forward takes " + std::to_string(ForwardInputCount(module)) +
+                         " inputs; a key-padding wrapper takes (x, key_padding_mask)");
+  }
+  const torch::jit::Value* self = graph->inputs()[0];
+  const torch::jit::Value* mask = graph->inputs()[2];
+  std::unordered_map<const torch::jit::Value*, std::string> children;  // GetAttr outputs
+  const torch::jit::Value* current = graph->inputs()[1];
+  std::size_t masked_calls = 0;
+  std::vector<Step> steps;
+  for (const torch::jit::Node* node : graph->nodes()) {
+    if (node->kind() == c10::prim::Constant) continue;
+    if (node->kind() == c10::prim::GetAttr && node->input(0) == self) {
+      children.emplace(node->output(), node->s(c10::attr::name));
+      continue;
+    }
+    auto child = node->kind() == c10::prim::CallMethod && node->s(c10::attr::name) == "forward"
+                     ? children.find(node->input(0))
+                     : children.end();
+    if (child == children.end()) {
+      return Unimplemented(std::string("the wrapper's forward does ") +
+                           node->kind().toQualString() + ", not only calls of its children");
+    }
+    const std::string& name = child->second;
+    if (node->inputs().size() < 2 || node->input(1) != current) {
+      return NotLowered(name, "does not take the previous child's output (or x) as its first "
+                              "argument: the wrapper is not a chain (a traced wrapper records "
+                              "the mask inside aten ops; script it to lower it)");
+    }
+    const Module block = module.attr(name).toModule();
+    if (IsEncoderType(TypeName(block))) {
+      LTSERVE_RETURN_IF_ERROR(CheckMaskedEncoderCall(*node, mask, name));
+      ++masked_calls;
+    } else if (node->inputs().size() != 2) {
+      return NotLowered(name, "takes more than one argument; only the encoder takes the mask");
+    }
+    LTSERVE_RETURN_IF_ERROR(AppendBlock(block, name, &steps));
+    current = node->output();
+  }
+  if (graph->outputs().size() != 1 || graph->outputs()[0] != current) {
+    return Unimplemented("the wrapper's forward does not return its last child's output");
+  }
+  if (masked_calls == 0 || mask->uses().size() != masked_calls) {
+    return Unimplemented("the key-padding mask does not reach an encoder's "
+                         "src_key_padding_mask (and only there)");
+  }
+  return steps;
+}
 
 bool IsEncoderModel(const Module& module) {
   const std::string type = TypeName(module);
-  if (type == kEncoder || type == kEncoderLayer) return true;
+  if (IsEncoderType(type)) return true;
   if (type != kSequential) return false;
   for (const torch::jit::Module& child : module.children()) {
-    const std::string child_type = TypeName(child);
-    if (child_type == kEncoder || child_type == kEncoderLayer) return true;
+    if (IsEncoderType(TypeName(child))) return true;
   }
   return false;
 }

@@ -15,6 +15,7 @@
 
 #include <torch/script.h>
 
+#include <cstddef>
 #include <vector>
 
 #include "common/status.h"
@@ -30,5 +31,18 @@ bool IsEncoderModel(const torch::jit::Module& module);
 // naming the submodule for anything else (a custom activation, attention with separate q/k/v
 // weights or bias_k, a child that is not a chain).
 Result<std::vector<Step>> EncoderModelSteps(const torch::jit::Module& module);
+
+// Inputs the module's forward takes, self excluded.
+std::size_t ForwardInputCount(const torch::jit::Module& module);
+
+// A scripted wrapper whose forward(x, key_padding_mask) calls its children in a chain (each
+// takes the previous one's output, the first takes x, the last one's output is returned) and
+// hands the mask to every encoder or encoder-layer child as its src_key_padding_mask, with no
+// attention mask and is_causal unset:
+//   def forward(self, x, mask): return self.head(self.encoder(self.proj(x), src_key_padding_mask=mask))
+// The children's steps in call order (lowered as EncoderModelSteps lowers a Sequential's), or
+// UNIMPLEMENTED saying what breaks the pattern. A traced wrapper never matches: a trace
+// records the mask flowing into aten ops inside the encoder, not as a call argument.
+Result<std::vector<Step>> KeyPaddingWrapperSteps(const torch::jit::Module& module);
 
 }  // namespace ltserve::lowering

@@ -147,6 +147,15 @@ class PlanBuilder {
   plan::ValueId current_ = plan::kNoValue;
 };
 
+// An encoder's input is [batch, seq, d]: dims [seq, d] after a batch dim.
+Status CheckEncoderInput(const InputShape& input) {
+  if (input.dims.size() == 2 && input.dims[1] >= 1 && input.has_batch_dim) return Status::Ok();
+  return Unimplemented(
+      "a transformer encoder takes [batch, seq, d] (dims: [-1, d] with "
+      "max_batch_size > 0); the config gives dims " +
+      aten::DimsToString(input.dims));
+}
+
 }  // namespace
 
 Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t configured_width) {
@@ -192,12 +201,7 @@ Result<plan::Plan> LowerModule(const torch::jit::Module& module, const InputShap
       std::any_of(input.dims.begin(), input.dims.end(), [](std::int64_t dim) { return dim < 0; });
   try {
     if (IsEncoderModel(module)) {
-      if (input.dims.size() != 2 || input.dims[1] < 1 || !input.has_batch_dim) {
-        return Unimplemented(
-            "a transformer encoder takes [batch, seq, d] (dims: [-1, d] with "
-            "max_batch_size > 0); the config gives dims " +
-            aten::DimsToString(input.dims));
-      }
+      LTSERVE_RETURN_IF_ERROR(CheckEncoderInput(input));
       LTSERVE_ASSIGN_OR_RETURN(std::vector<Step> steps, EncoderModelSteps(module));
       return BuildPlan(steps, input.dims[1]);
     }
@@ -210,6 +214,22 @@ Result<plan::Plan> LowerModule(const torch::jit::Module& module, const InputShap
   }
   LTSERVE_ASSIGN_OR_RETURN(std::vector<Step> steps, ChainSteps(module, input));
   return BuildPlan(steps, aten::ElementCount(input.dims));
+}
+
+Result<plan::Plan> LowerKeyPaddingModule(const torch::jit::Module& module,
+                                         const InputShape& input) {
+  try {
+    LTSERVE_RETURN_IF_ERROR(CheckEncoderInput(input));
+    LTSERVE_ASSIGN_OR_RETURN(std::vector<Step> steps, KeyPaddingWrapperSteps(module));
+    LTSERVE_ASSIGN_OR_RETURN(plan::Plan plan, BuildPlan(steps, input.dims[1]));
+    if (plan.input_kind() != plan::InputKind::kTokens) {
+      return Unimplemented("the wrapper holds no encoder layer");
+    }
+    return plan;
+  } catch (const std::exception& error) {
+    return Unimplemented("lowering the key-padding wrapper failed: " +
+                         aten::ExceptionMessage(error));
+  }
 }
 
 }  // namespace ltserve::lowering

@@ -35,6 +35,13 @@ struct InputShape {
 // Variable dims lower only for an encoder model, whose dims are [seq, d] (seq usually -1).
 Result<plan::Plan> LowerModule(const torch::jit::Module& module, const InputShape& input);
 
+// The token plan of a scripted wrapper forward(x, key_padding_mask) around an encoder
+// (KeyPaddingWrapperSteps in encoder_lowering.h); `input` is x's shape ([-1, d] with a batch
+// dim). The mask itself never reaches the plan: the batcher drops padded tokens before it.
+// UNIMPLEMENTED saying why otherwise. Never throws.
+Result<plan::Plan> LowerKeyPaddingModule(const torch::jit::Module& module,
+                                         const InputShape& input);
+
 // The steps of a module whose frozen forward is a straight chain (the walker's rules).
 Result<std::vector<Step>> ChainSteps(const torch::jit::Module& module, const InputShape& input);
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "torch/aten_util.h"
+#include "torch/encoder_lowering.h"
 #include "torch/lowering.h"
 #include "torch/torchscript_executor.h"
 
@@ -51,10 +52,6 @@ bool TokenDims(const std::vector<std::int64_t>& dims) {
 
 // Why the configuration alone rules out a plan, or empty.
 std::string ConfigBlocksPlan(const ModelSpec& spec) {
-  if (spec.inputs.size() == 2 && spec.inputs[1].dtype == DataType::kBool) {
-    return "'" + spec.inputs[1].name + "' looks like a key-padding mask; plans do not take " +
-           "masks yet (send unpadded sequences instead)";
-  }
   if (spec.inputs.size() != 1 || spec.outputs.size() != 1) {
     return "the config declares " + std::to_string(spec.inputs.size()) + " inputs and " +
            std::to_string(spec.outputs.size()) + " outputs; a plan has one of each";
@@ -70,6 +67,58 @@ std::string ConfigBlocksPlan(const ModelSpec& spec) {
     }
   }
   return "";
+}
+
+// The config's side of a key-padding wrapper: its second input is the mask, [batch, seq].
+Status CheckMaskInput(const ModelSpec& spec) {
+  if (spec.inputs.size() == 2 && spec.inputs[1].dtype == DataType::kBool &&
+      spec.inputs[1].dims == std::vector<std::int64_t>{-1}) {
+    return Status::Ok();
+  }
+  std::string declared = std::to_string(spec.inputs.size()) + " input(s)";
+  if (spec.inputs.size() >= 2) {
+    declared += ", the second '" + spec.inputs[1].name + "' " +
+                std::string(WireName(spec.inputs[1].dtype)) + " with dims " +
+                aten::DimsToString(spec.inputs[1].dims);
+  }
+  return InvalidArgument(
+      "the module's forward(x, key_padding_mask) hands its second input to the encoder as "
+      "src_key_padding_mask, so the config must declare two inputs, the second TYPE_BOOL with "
+      "dims [ -1 ] (the mask [batch, seq], true = padding); it declares " + declared);
+}
+
+// The plan for this config, with *mask_input set to the config input that is a key-padding mask
+// (or left alone). UNIMPLEMENTED: the model serves through TorchScript; any other error fails
+// the load.
+Result<plan::Plan> LowerForConfig(const torch::jit::Module& module, const ModelSpec& spec,
+                                  int* mask_input) {
+  if (spec.inputs.empty()) return Unimplemented("the config declares no inputs");
+  const lowering::InputShape shape{spec.inputs[0].dims, spec.max_batch_size > 0};
+  std::size_t forward_inputs = 0;
+  try {
+    forward_inputs = lowering::ForwardInputCount(module);
+  } catch (const std::exception& error) {
+    return Unimplemented("the module has no forward: " + aten::ExceptionMessage(error));
+  }
+  if (forward_inputs == 2) {
+    Result<plan::Plan> wrapper = lowering::LowerKeyPaddingModule(module, shape);
+    if (wrapper.ok()) {
+      LTSERVE_RETURN_IF_ERROR(CheckMaskInput(spec));
+      ModelSpec unmasked = spec;
+      unmasked.inputs.erase(unmasked.inputs.begin() + 1);
+      const std::string blocked = ConfigBlocksPlan(unmasked);
+      if (!blocked.empty()) return Unimplemented(blocked);
+      *mask_input = 1;
+      return wrapper;
+    }
+    if (spec.inputs.size() == 2 && spec.inputs[1].dtype == DataType::kBool) {
+      return Unimplemented("'" + spec.inputs[1].name + "' looks like a key-padding mask, but " +
+                           wrapper.status().message());
+    }
+  }
+  const std::string blocked = ConfigBlocksPlan(spec);
+  if (!blocked.empty()) return Unimplemented(blocked);
+  return lowering::LowerModule(module, shape);
 }
 
 // A token plan's width is per token: the last configured dim.
@@ -107,10 +156,10 @@ Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
     return loaded;
   }
 
-  std::string blocked = ConfigBlocksPlan(spec);
-  Result<plan::Plan> lowered = Unimplemented(blocked);
-  if (blocked.empty()) {
-    lowered = lowering::LowerModule(*module, {spec.inputs[0].dims, spec.max_batch_size > 0});
+  int mask_input = -1;
+  Result<plan::Plan> lowered = LowerForConfig(*module, spec, &mask_input);
+  if (!lowered.ok() && lowered.status().code() != StatusCode::kUnimplemented) {
+    return lowered.status().WithContext(context);
   }
   if (!lowered.ok()) {
     if (*choice == PathChoice::kPlan) {
@@ -126,7 +175,12 @@ Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
   }
   if (!width.ok()) return width.WithContext(context);
   loaded.plan = std::make_shared<const plan::Plan>(std::move(lowered).value());
+  loaded.key_padding_mask_input = mask_input;
   loaded.lowering_report = loaded.plan->Describe();
+  if (mask_input >= 0) {
+    loaded.lowering_report += "\nkey-padding mask: input '" + spec.inputs[mask_input].name +
+                              "' (padded tokens are dropped before the plan)";
+  }
   return loaded;
 }
 

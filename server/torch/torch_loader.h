@@ -22,13 +22,20 @@ struct LoadedModel {
   std::string lowering_report;
   // Always set: runs forward() through libtorch (path kTorchScript).
   std::unique_ptr<ExecutorFactory> torchscript;
+  // With a plan: the config input (index) that is the key-padding mask, BOOL [batch, seq] with
+  // true = padding, or -1. The plan never sees it: the batcher drops the padded tokens of the
+  // other input before execution and puts zeros at their positions in the outputs, so an
+  // executor is built for the config without this input.
+  int key_padding_mask_input = -1;
 };
 
 // Loads spec.model_file and lowers it when possible. A transformer encoder (alone or in an
 // nn.Sequential with per-token Linear/LayerNorm/activation blocks) lowers to a token plan
 // (InputKind::kTokens) when its input and output dims are [-1, d] and [-1, d_out]: requests are
-// [batch, seq, d] whatever the module's batch_first. A second, BOOL input (a key-padding mask)
-// keeps the model on the TorchScript path for now. spec.parameters["execution_path"]:
+// [batch, seq, d] whatever the module's batch_first. A scripted wrapper forward(x, mask) that
+// hands its second input to the encoder as src_key_padding_mask lowers too (its mask input is
+// key_padding_mask_input; the config must declare it TYPE_BOOL with dims [-1], else
+// INVALID_ARGUMENT); a traced one serves through TorchScript. spec.parameters["execution_path"]:
 // "auto" (default: lower when possible), "plan" (failing to lower is a load error) or
 // "torchscript" (no lowering). Errors: NOT_FOUND for a missing file, INVALID_ARGUMENT for a
 // file that is not TorchScript, a bad execution_path, or a plan whose input/output widths

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <variant>
 #include <vector>
 
 #include "test_models.h"
@@ -119,25 +120,99 @@ void ExpectFallback(const ModelSpec& spec, const std::string& reason_part) {
   EXPECT_NE(loaded.lowering_report.find(reason_part), std::string::npos) << loaded.lowering_report;
 }
 
-ModelSpec MaskedSpec() {
-  ModelSpec spec = testing::MakeSpec("enc_masked", {-1, 64}, {-1, 64}, DataType::kFp32,
+// An exported key-padding wrapper: INPUT__0 [-1, d_in], MASK__1 BOOL [-1] -> [-1, d_out].
+ModelSpec MaskedSpec(const std::string& model = "enc_masked", std::int64_t d_in = 64,
+                     std::int64_t d_out = 64) {
+  ModelSpec spec = testing::MakeSpec(model, {-1, d_in}, {-1, d_out}, DataType::kFp32,
                                      testing::kEncoderMaxBatch);
-  spec.model_file = testing::EncoderModelFile("enc_masked");
+  spec.model_file = testing::EncoderModelFile(model);
   spec.inputs.push_back(TensorSpec{"MASK__1", DataType::kBool, {-1}});
   return spec;
 }
 
-TEST(EncoderConfigTest, KeyPaddingMaskInputFallsBackSayingSo) {
-  ExpectFallback(MaskedSpec(), "key-padding mask");
+std::size_t CountAttention(const plan::Plan& plan) {
+  std::size_t count = 0;
+  for (const plan::Op& op : plan.ops()) count += std::holds_alternative<plan::AttentionOp>(op);
+  return count;
 }
 
-TEST(EncoderConfigTest, KeyPaddingMaskWithExecutionPathPlanIsAnError) {
-  ModelSpec spec = MaskedSpec();
+TEST(KeyPaddingWrapperTest, ScriptedWrapperLowersWithItsMaskInputRecorded) {
+  const ModelSpec spec = MaskedSpec();
+  LoadedModel loaded = LoadOk(spec);
+  ASSERT_NE(loaded.plan, nullptr) << loaded.lowering_report;
+  EXPECT_EQ(loaded.key_padding_mask_input, 1);
+  EXPECT_EQ(loaded.plan->input_kind(), plan::InputKind::kTokens);
+  EXPECT_EQ(CountAttention(*loaded.plan), 1u);
+  EXPECT_NE(loaded.lowering_report.find("key-padding mask: input 'MASK__1'"), std::string::npos)
+      << loaded.lowering_report;
+  ExpectWeightsAreModuleParameters(*loaded.plan, spec.model_file.string());
+}
+
+TEST(KeyPaddingWrapperTest, ScriptedWrapperWithBlocksAroundTheEncoderLowersThemAll) {
+  const ModelSpec spec = MaskedSpec("enc_masked_wrapped_script", 37, 5);
+  LoadedModel loaded = LoadOk(spec);
+  ASSERT_NE(loaded.plan, nullptr) << loaded.lowering_report;
+  EXPECT_EQ(loaded.key_padding_mask_input, 1);
+  EXPECT_EQ(loaded.plan->input_width(), 37);
+  EXPECT_EQ(loaded.plan->output_width(), 5);
+  EXPECT_EQ(CountAttention(*loaded.plan), 2u);
+  ExpectWeightsAreModuleParameters(*loaded.plan, spec.model_file.string());
+}
+
+TEST(KeyPaddingWrapperTest, TracedWrapperFallsBackSayingWhy) {
+  LoadedModel loaded = LoadOk(MaskedSpec("enc_masked_wrapped_trace", 37, 5));
+  EXPECT_EQ(loaded.plan, nullptr);
+  EXPECT_NE(loaded.torchscript, nullptr);
+  EXPECT_EQ(loaded.key_padding_mask_input, -1);
+  EXPECT_NE(loaded.lowering_report.find("'MASK__1' looks like a key-padding mask, but"),
+            std::string::npos)
+      << loaded.lowering_report;
+  EXPECT_NE(loaded.lowering_report.find("traced"), std::string::npos) << loaded.lowering_report;
+}
+
+TEST(KeyPaddingWrapperTest, TracedWrapperWithExecutionPathPlanIsAnError) {
+  ModelSpec spec = MaskedSpec("enc_masked_wrapped_trace", 37, 5);
   spec.parameters["execution_path"] = "plan";
   Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(loaded.status().message().find("key-padding mask"), std::string::npos);
+}
+
+void ExpectMaskConfigError(const ModelSpec& spec, const std::string& declared) {
+  Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
+  const std::string& message = loaded.status().message();
+  EXPECT_NE(message.find("the second TYPE_BOOL with dims [ -1 ]"), std::string::npos) << message;
+  EXPECT_NE(message.find(declared), std::string::npos) << message;
+}
+
+TEST(KeyPaddingWrapperTest, MaskDeclaredAsAnotherTypeIsALoadError) {
+  ModelSpec spec = MaskedSpec();
+  spec.inputs[1].dtype = DataType::kFp32;
+  ExpectMaskConfigError(spec, "'MASK__1' FP32 with dims [-1]");
+}
+
+TEST(KeyPaddingWrapperTest, MaskDeclaredWithATokenDimIsALoadError) {
+  ModelSpec spec = MaskedSpec();
+  spec.inputs[1].dims = {-1, 1};
+  ExpectMaskConfigError(spec, "'MASK__1' BOOL with dims [-1, 1]");
+}
+
+TEST(KeyPaddingWrapperTest, MaskMissingFromTheConfigIsALoadError) {
+  ModelSpec spec = MaskedSpec();
+  spec.inputs.pop_back();
+  ExpectMaskConfigError(spec, "declares 1 input(s)");
+}
+
+TEST(KeyPaddingWrapperTest, ExecutionPathTorchScriptSkipsTheMaskChecks) {
+  ModelSpec spec = MaskedSpec();
+  spec.inputs[1].dtype = DataType::kFp32;
+  spec.parameters["execution_path"] = "torchscript";
+  LoadedModel loaded = LoadOk(spec);
+  EXPECT_EQ(loaded.plan, nullptr);
+  EXPECT_EQ(loaded.key_padding_mask_input, -1);
 }
 
 TEST(EncoderConfigTest, EncoderWithoutSequenceDimFallsBack) {
