@@ -1,5 +1,6 @@
 #include "gpu/gpu_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <type_traits>
@@ -93,6 +94,21 @@ std::size_t Append(std::vector<std::byte>& packed, const std::vector<float>& val
 }
 
 }  // namespace
+
+std::vector<std::int64_t> Buckets(plan::InputKind kind, std::int64_t capacity) {
+  std::vector<std::int64_t> buckets;
+  // A token batch has any number of tokens, and a doubling bucket computes up to twice the
+  // tokens sent; beyond kTokenBucketStep the buckets go up in steps of it (at most 32 of them),
+  // so the excess stays under one step while a step's kernels are long enough that their
+  // launch cost no longer matters.
+  const std::int64_t step = std::max(kTokenBucketStep, (capacity / 32 + 127) / 128 * 128);
+  const bool stepped = kind == plan::InputKind::kTokens;
+  for (std::int64_t rows = 1; rows < capacity; rows = stepped && rows >= step ? rows + step : rows * 2) {
+    buckets.push_back(rows);
+  }
+  buckets.push_back(capacity);
+  return buckets;
+}
 
 void ChooseEpilogue(GemmStep& step, GeluMode gelu) {
   const bool bias = step.bias_offset != kNoOffset;
@@ -196,10 +212,7 @@ Result<std::shared_ptr<GpuModel>> GpuModel::Create(std::shared_ptr<const plan::P
   std::shared_ptr<GpuModel> model(new GpuModel());
   model->plan_ = std::move(plan);
   LTSERVE_ASSIGN_OR_RETURN(model->options_, ParseModelOptions(*model->plan_, spec));
-  for (std::int64_t rows = 1; rows < model->options_.capacity_rows; rows *= 2) {
-    model->buckets_.push_back(rows);
-  }
-  model->buckets_.push_back(model->options_.capacity_rows);
+  model->buckets_ = Buckets(model->plan_->input_kind(), model->options_.capacity_rows);
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(model->options_.device));
   LTSERVE_RETURN_IF_ERROR(model->Lower());
   LTSERVE_RETURN_IF_ERROR(model->Upload());

@@ -107,6 +107,12 @@ struct AttentionStep {
 
 using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep, AttentionStep>;
 
+// The row counts graphs are captured and algorithms tuned for: powers of two up to
+// `capacity`, which ends the list; for token models, from kTokenBucketStep on, steps of
+// max(kTokenBucketStep, capacity / 32 rounded up to 128).
+constexpr std::int64_t kTokenBucketStep = 512;
+std::vector<std::int64_t> Buckets(plan::InputKind kind, std::int64_t capacity);
+
 class GpuModel {
  public:
   // Lowers and uploads; choosing the algorithms (which needs instance-sized buffers) is Tune's.

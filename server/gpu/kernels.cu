@@ -88,10 +88,80 @@ __global__ void LayerNormKernel(const T* in, const T* residual, const float* gam
   }
 }
 
-// One warp per row for rows of up to 32·kPerLane values, which stay in registers: one read of
-// the row from memory, warp shuffles instead of block barriers, and still two passes (mean,
-// then centred variance) over the registers. The block kernel above is for wider rows.
+// One warp per row, the row held in registers: one read of the row from memory, warp
+// shuffles instead of block barriers, and still two passes (mean, then centred variance) over
+// the registers. Two flavours: 16-byte vector loads, kChunks per lane, for rows whose width is
+// a multiple of the vector (every transformer width); scalar loads, kPerLane per lane, for
+// narrow odd widths. The block kernel above takes the rest. Loads use a clamped index
+// unconditionally: a load under `if (c < width)` is not hoisted, and loads issued one after
+// another cost one memory latency each.
 constexpr int kRowsPerBlock = kThreads / 32;
+
+template <typename T, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    VectorLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
+                          T* out, std::int64_t rows, int width, float eps) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const int chunks = width / kVec;
+  const std::int64_t base = row * width;
+  float v[kChunks][kVec];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const std::int64_t at = base + min(lane + 32 * c, chunks - 1) * kVec;
+    const uint4 raw = *reinterpret_cast<const uint4*>(in + at);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[c][k] = Load(e, k);
+    if (residual != nullptr) {
+      const uint4 raw_r = *reinterpret_cast<const uint4*>(residual + at);
+      const T* r = reinterpret_cast<const T*>(&raw_r);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[c][k] += Load(r, k);
+    }
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const bool valid = lane + 32 * c < chunks;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      if (!valid) v[c][k] = 0.f;
+      sum += v[c][k];
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  const float mean = sum / static_cast<float>(width);
+  float sq = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const bool valid = lane + 32 * c < chunks;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const float d = valid ? v[c][k] - mean : 0.f;
+      sq += d * d;
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+  const float inv_std = rsqrtf(sq / static_cast<float>(width) + eps);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int chunk = min(lane + 32 * c, chunks - 1);
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int col = chunk * kVec + k;
+      float y = (v[c][k] - mean) * inv_std;
+      if (gamma != nullptr) y *= gamma[col];
+      if (beta != nullptr) y += beta[col];
+      Store(e, k, y);
+    }
+    if (lane + 32 * c < chunks) *reinterpret_cast<uint4*>(out + base + chunk * kVec) = raw;
+  }
+}
 
 template <typename T, int kPerLane>
 __global__ void __launch_bounds__(kThreads)
@@ -102,15 +172,16 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32;
   const std::int64_t base = row * width;
   float v[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) v[i] = Load(in, base + min(lane + 32 * i, width - 1));
+  if (residual != nullptr) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) v[i] += Load(residual, base + min(lane + 32 * i, width - 1));
+  }
   float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
-    const int c = lane + 32 * i;
-    v[i] = 0.f;
-    if (c < width) {
-      v[i] = Load(in, base + c);
-      if (residual != nullptr) v[i] += Load(residual, base + c);
-    }
+    if (lane + 32 * i >= width) v[i] = 0.f;
     sum += v[i];
   }
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
@@ -125,12 +196,11 @@ __global__ void __launch_bounds__(kThreads)
   const float inv_std = rsqrtf(sq / static_cast<float>(width) + eps);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
-    const int c = lane + 32 * i;
-    if (c >= width) continue;
+    const int c = min(lane + 32 * i, width - 1);
     float y = (v[i] - mean) * inv_std;
     if (gamma != nullptr) y *= gamma[c];
     if (beta != nullptr) y += beta[c];
-    Store(out, base + c, y);
+    if (lane + 32 * i < width) Store(out, base + c, y);
   }
 }
 
@@ -176,12 +246,20 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
   auto* y = static_cast<T*>(out);
   const auto warp_blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   const int w = static_cast<int>(width);
-  if (width <= 32 * 8) {
+  constexpr std::int64_t kVec = 16 / static_cast<std::int64_t>(sizeof(T));
+  // Rows start on 16 bytes when the width is a multiple of the vector (buffers are
+  // cudaMalloc'd, hence 256-byte aligned).
+  const std::int64_t lane_chunks = (width / kVec + 31) / 32;
+  if (width % kVec == 0 && lane_chunks <= 4) {
+    if (lane_chunks == 1) {
+      VectorLayerNormKernel<T, 1><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
+    } else if (lane_chunks == 2) {
+      VectorLayerNormKernel<T, 2><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
+    } else {
+      VectorLayerNormKernel<T, 4><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
+    }
+  } else if (width <= 32 * 8) {
     WarpLayerNormKernel<T, 8><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
-  } else if (width <= 32 * 16) {
-    WarpLayerNormKernel<T, 16><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
-  } else if (width <= 32 * 32) {
-    WarpLayerNormKernel<T, 32><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
   } else {
     LayerNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, r, gamma, beta, y,
                                                                             width, eps);

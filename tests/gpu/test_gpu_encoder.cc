@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu/gpu_executor.h"
+#include "gpu/gpu_model.h"
 #include "reference.h"
 #include "test_support.h"
 
@@ -302,6 +303,27 @@ TEST(GpuEncoder, EmptySequencesInABatchAreSkipped) {
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
   CheckBatch(*instance.value(), *plan, "fp32", {0, 3, 0, 0, 9, 0}, 1.0f, kTolLayerFp32);
+}
+
+// Host-side arithmetic, so it runs without a GPU too.
+TEST(GpuBuckets, TokenModelsGoUpInStepsAfterTheFirstStep) {
+  using Rows = std::vector<std::int64_t>;
+  EXPECT_EQ(gpu::Buckets(plan::InputKind::kRows, 1), Rows{1});
+  EXPECT_EQ(gpu::Buckets(plan::InputKind::kRows, 2048),
+            (Rows{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048}));
+  EXPECT_EQ(gpu::Buckets(plan::InputKind::kTokens, 1000),
+            (Rows{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}));
+  const Rows tokens = gpu::Buckets(plan::InputKind::kTokens, 16384);
+  ASSERT_EQ(tokens.size(), 10u + 31u);  // 1 .. 512, then 1024, 1536, ..., 16384
+  for (std::size_t b = 10; b < tokens.size(); ++b) {
+    EXPECT_EQ(tokens[b], 512 * static_cast<std::int64_t>(b - 8));
+  }
+  // A larger capacity takes larger steps, so there are never more than 32 of them.
+  const Rows big = gpu::Buckets(plan::InputKind::kTokens, 100000);
+  EXPECT_EQ(big[12], 4096);             // doubling until past the step
+  EXPECT_EQ(big[13] - big[12], 3200);  // 100000 / 32 = 3125, rounded up to 128
+  EXPECT_LE(big.size(), 12u + 32u);
+  EXPECT_EQ(big.back(), 100000);
 }
 
 TEST(GpuEncoder, RejectsBadTokenBatches) {
