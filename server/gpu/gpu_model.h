@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gpu/buckets.h"
 #include "executor/model_spec.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/gemm.h"
@@ -106,12 +107,6 @@ struct AttentionStep {
 };
 
 using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep, AttentionStep>;
-
-// The row counts graphs are captured and algorithms tuned for: powers of two up to
-// `capacity`, which ends the list; for token models, from kTokenBucketStep on, steps of
-// max(kTokenBucketStep, capacity / 32 rounded up to 128).
-constexpr std::int64_t kTokenBucketStep = 512;
-std::vector<std::int64_t> Buckets(plan::InputKind kind, std::int64_t capacity);
 
 class GpuModel {
  public:

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gpu/gpu_executor.h"
-#include "gpu/gpu_model.h"
+#include "gpu/buckets.h"
 #include "reference.h"
 #include "test_support.h"
 
