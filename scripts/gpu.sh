@@ -73,6 +73,12 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     bench/serving/served_encoder_bench.sh build-device build-gpu-only/bench_models "$OUT" 2>&1 |
       tee "$OUT/served_encoder.txt"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    # The same with bf16 on the wire: half the bytes to decode, stage and copy per token.
+    mkdir -p "$OUT/bf16"
+    IO_TYPE=BF16 CONCURRENCY=${BF16_CONCURRENCY:-16,64,256} \
+      bench/serving/served_encoder_bench.sh build-device build-gpu-only/bench_models "$OUT/bf16" 2>&1 |
+      tee "$OUT/served_encoder_bf16.txt"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   fi
 fi
 exit $status

@@ -11,7 +11,7 @@ namespace ltserve::gpu {
 namespace {
 
 constexpr int kWarp = 32;
-// The CUDA-core kernel: one query per warp, 8 warps, looping over its item's 64 queries.
+// The CUDA-core kernel: one query per warp, 8 warps, looping over its item's queries.
 constexpr int kQueriesPerRound = 8;
 constexpr int kThreads = kQueriesPerRound * kWarp;
 // Keys per shared-memory tile: one per lane, so each lane scores one key of the tile.
@@ -125,8 +125,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Variant 2, tensor cores (bf16/fp16, head_dim a multiple of 16 up to 128): FlashAttention-2's
-// forward pass. A block takes one work item (64 queries of one sequence) of one head; each of
-// its 4 warps owns 16 query rows and keeps them in registers as mma A fragments. The block
+// forward pass. A block takes one work item (128 queries of one sequence) of one head; each of
+// its 8 warps owns 16 query rows and keeps them in registers as mma A fragments. The block
 // walks the sequence's keys in tiles, K and V copied row-major into shared memory with
 // cp.async, two stages deep so the next tile's copy overlaps this tile's math; ldmatrix turns
 // them into mma B fragments (transposing V on the way). Per tile a warp computes S = q·kᵀ
@@ -136,7 +136,9 @@ __global__ void __launch_bounds__(kThreads)
 // registers.
 namespace tensor_core {
 
-constexpr int kWarps = 4;
+// 8 warps: a 128-token sequence is one item, so its K and V are read once per head, and half
+// as many blocks wait out the index → offsets → data load chain as with 4.
+constexpr int kWarps = 8;
 constexpr int kRows = 16;                       // query rows per warp: mma's m
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kPad = 8;                         // halves per row: keeps fragment loads conflict-free

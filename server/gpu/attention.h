@@ -4,7 +4,7 @@
 //
 // Two kernels (attention.cu): for bf16/fp16 with head_dim a multiple of 16 up to 128, a
 // flash-attention kernel on tensor cores (mma.sync m16n8k16, fp32 accumulation, K and V tiles
-// staged in shared memory and shared by the block's four warps); for everything else (fp32,
+// staged in shared memory and shared by the block's eight warps); for everything else (fp32,
 // odd head dims) a CUDA-core kernel that keeps the whole computation in fp32.
 //
 // Which sequences a batch holds is data, not launch configuration: the kernel reads the
@@ -21,9 +21,9 @@
 
 namespace ltserve::gpu {
 
-// Queries of one sequence that one work item (one block, per head) covers: 4 warps of the
+// Queries of one sequence that one work item (one block, per head) covers: 8 warps of the
 // tensor-core kernel with 16 query rows each, the m dimension of mma.m16n8k16.
-constexpr int kAttentionQueriesPerItem = 64;
+constexpr int kAttentionQueriesPerItem = 128;
 // The largest head_dim the kernel holds in shared memory and registers.
 constexpr std::int64_t kAttentionMaxHeadDim = 128;
 

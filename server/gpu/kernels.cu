@@ -149,16 +149,23 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int chunk = min(lane + 32 * c, chunks - 1);
+    // gamma and beta (fp32) a float4 at a time too: scalar loads of them would be 2·kVec load
+    // instructions per chunk, enough to make the kernel instruction-bound on wide batches.
+    float scale[kVec];
+    float shift[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; k += 4) {
+      const float4 g = gamma != nullptr ? *reinterpret_cast<const float4*>(gamma + chunk * kVec + k)
+                                        : make_float4(1.f, 1.f, 1.f, 1.f);
+      const float4 b = beta != nullptr ? *reinterpret_cast<const float4*>(beta + chunk * kVec + k)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+      scale[k] = g.x, scale[k + 1] = g.y, scale[k + 2] = g.z, scale[k + 3] = g.w;
+      shift[k] = b.x, shift[k + 1] = b.y, shift[k + 2] = b.z, shift[k + 3] = b.w;
+    }
     uint4 raw;
     T* e = reinterpret_cast<T*>(&raw);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const int col = chunk * kVec + k;
-      float y = (v[c][k] - mean) * inv_std;
-      if (gamma != nullptr) y *= gamma[col];
-      if (beta != nullptr) y += beta[col];
-      Store(e, k, y);
-    }
+    for (int k = 0; k < kVec; ++k) Store(e, k, (v[c][k] - mean) * inv_std * scale[k] + shift[k]);
     if (lane + 32 * c < chunks) *reinterpret_cast<uint4*>(out + base + chunk * kVec) = raw;
   }
 }
