@@ -64,6 +64,20 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
   build_status=$?
   echo "server build exit $build_status (log: build-all.log)"
   grep -E "error|Error" "$OUT/build-all.log" | head -20
+  if [[ $build_status == 0 && ${RUN_SERVED_TESTS:-1} == 1 ]]; then
+    echo "== encoder tests served on the GPU (tests/python/test_encoder.py, KIND_GPU, fp32)"
+    # The image has grpcio and protobuf but not grpcio-tools, which generates the test stubs:
+    # wheels of the project's pinned versions can travel in .whl/ (scripts/requirements.txt).
+    if compgen -G ".whl/*.whl" > /dev/null; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/ltserve-site .whl/*.whl > "$OUT/pip.log" 2>&1
+      export PYTHONPATH=/tmp/ltserve-site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    LTSERVE_TEST_DEVICE=gpu LTSERVE_BUILD_DIR=$ROOT/build-device \
+      python3 -m pytest -q -p no:cacheprovider tests/python/test_encoder.py > "$OUT/served_tests.log" 2>&1 ||
+      status=1
+    tail -5 "$OUT/served_tests.log"
+  fi
   if [[ $build_status == 0 && ${RUN_SERVED:-1} == 1 ]]; then
     echo "== served benchmark"
     bench/serving/served_gpu_bench.sh build-device build-gpu-only/bench_models "$OUT" || status=1

@@ -43,14 +43,13 @@ __device__ __forceinline__ float WarpSum(float v) {
 // `l` and output accumulator in registers and rescales them once per tile.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, std::int64_t max_tokens,
-                    int num_heads, int head_dim, float scale) {
+    AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, int num_heads, int head_dim,
+                    float scale) {
   __shared__ float q_s[kQueriesPerRound][kMaxHeadDim];
   __shared__ float k_s[kKeyTile][kMaxHeadDim + 1];  // +1: lanes read different rows conflict-free
   __shared__ float v_s[kKeyTile][kMaxHeadDim];
   const int items = batch[0];
-  const std::int32_t* cu_seqlens = batch + 1;
-  const std::int32_t* work = batch + AttentionWorkOffset(max_tokens);
+  const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * head_dim;
   const std::int64_t stride = 3 * width;
   const std::int64_t head_offset = static_cast<std::int64_t>(blockIdx.y) * head_dim;
@@ -58,11 +57,10 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % kWarp;
 
   for (int round = blockIdx.x; round < items * kRoundsPerItem; round += gridDim.x) {
-    const int item = round / kRoundsPerItem;
-    const int sequence = work[2 * item];
-    const int first = work[2 * item + 1] + (round % kRoundsPerItem) * kQueriesPerRound;
-    const std::int64_t begin = cu_seqlens[sequence];
-    const int length = cu_seqlens[sequence + 1] - cu_seqlens[sequence];
+    const std::int32_t* w = work + kAttentionItemInts * (round / kRoundsPerItem);
+    const std::int64_t begin = w[0];
+    const int length = w[1];
+    const int first = w[2] + (round % kRoundsPerItem) * kQueriesPerRound;
     if (first >= length) continue;  // block-uniform: the item ends before this round
     const int query = first + warp;
     const bool active = query < length;  // warp-uniform: every lane has the same query
@@ -125,8 +123,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Variant 2, tensor cores (bf16/fp16, head_dim a multiple of 16 up to 128): FlashAttention-2's
-// forward pass. A block takes one work item (128 queries of one sequence) of one head; each of
-// its 8 warps owns 16 query rows and keeps them in registers as mma A fragments. The block
+// forward pass. A block takes one work item (64 queries of one sequence) of one head; each of
+// its 4 warps owns 16 query rows and keeps them in registers as mma A fragments. The block
 // walks the sequence's keys in tiles, K and V copied row-major into shared memory with
 // cp.async, two stages deep so the next tile's copy overlaps this tile's math; ldmatrix turns
 // them into mma B fragments (transposing V on the way). Per tile a warp computes S = q·kᵀ
@@ -136,9 +134,7 @@ __global__ void __launch_bounds__(kThreads)
 // registers.
 namespace tensor_core {
 
-// 8 warps: a 128-token sequence is one item, so its K and V are read once per head, and half
-// as many blocks wait out the index → offsets → data load chain as with 4.
-constexpr int kWarps = 8;
+constexpr int kWarps = 4;
 constexpr int kRows = 16;                       // query rows per warp: mma's m
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kPad = 8;                         // halves per row: keeps fragment loads conflict-free
@@ -208,10 +204,12 @@ __device__ __forceinline__ void LoadTilesTransposed(std::uint32_t (&r)[4], const
                : "r"(address));
 }
 
+// Up to head_dim 64, registers are capped for 4 blocks (16 warps) an SM: at 140 free-running
+// registers only 3 fit, and a kernel this latency-bound needs the warps more.
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
-    AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, std::int64_t max_tokens,
-                    int num_heads, float scale_log2) {
+__global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
+    AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, int num_heads,
+                    float scale_log2) {
   // Keys per tile: 64, or 32 for wide heads, so two stages of K and V fit 48 KB of static
   // shared memory.
   constexpr int kKeys = kHeadDim <= 80 ? 64 : 32;
@@ -224,9 +222,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ __align__(16) std::uint16_t k_s[2][kKeys][kStride];
   __shared__ __align__(16) std::uint16_t v_s[2][kKeys][kStride];
 
-  const int items = batch[0];
-  const std::int32_t* cu_seqlens = batch + 1;
-  const std::int32_t* work = batch + AttentionWorkOffset(max_tokens);
+  const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * kHeadDim;
   const std::int64_t stride = 3 * width;
   const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kHeadDim;
@@ -240,11 +236,20 @@ __global__ void __launch_bounds__(kThreads)
   const int tile_row = lane % 8;
   const int tile = lane / 8;
 
+  // The first item is read alongside the item count rather than after it: the grid has at
+  // most max_tokens blocks, so its slot lies inside the buffer whether or not it is in use.
+  int3 next = make_int3(work[kAttentionItemInts * blockIdx.x],
+                        work[kAttentionItemInts * blockIdx.x + 1],
+                        work[kAttentionItemInts * blockIdx.x + 2]);
+  const int items = batch[0];
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
-    const int sequence = work[2 * item];
-    const int q0 = work[2 * item + 1] + warp * kRows;
-    const std::int64_t begin = cu_seqlens[sequence];
-    const int length = cu_seqlens[sequence + 1] - cu_seqlens[sequence];
+    const std::int64_t begin = next.x;
+    const int length = next.y;
+    const int q0 = next.z + warp * kRows;
+    if (item + static_cast<int>(gridDim.x) < items) {
+      const std::int32_t* w = work + kAttentionItemInts * (item + gridDim.x);
+      next = make_int3(w[0], w[1], w[2]);
+    }
     const bool warp_active = q0 < length;  // block-uniform loop below, warp-uniform compute
     const std::uint16_t* keys = in + begin * stride + width + head;
     const std::uint16_t* values = keys + width;
@@ -397,7 +402,7 @@ cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch, std::i
                    cudaStream_t stream) {
   const dim3 grid(Blocks(bucket_tokens), static_cast<unsigned>(num_heads));
   AttentionKernel<T, kHeadDim><<<grid, kThreads, 0, stream>>>(
-      static_cast<const T*>(qkv), static_cast<T*>(out), batch, max_tokens, num_heads, scale_log2);
+      static_cast<const T*>(qkv), static_cast<T*>(out), batch, num_heads, scale_log2);
   return cudaGetLastError();
 }
 
@@ -437,8 +442,8 @@ cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   AttentionKernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(qkv),
-                                                    static_cast<T*>(out), batch, max_tokens,
-                                                    num_heads, head_dim, scale);
+                                                    static_cast<T*>(out), batch, num_heads,
+                                                    head_dim, scale);
   return cudaGetLastError();
 }
 

@@ -4,7 +4,7 @@
 //
 // Two kernels (attention.cu): for bf16/fp16 with head_dim a multiple of 16 up to 128, a
 // flash-attention kernel on tensor cores (mma.sync m16n8k16, fp32 accumulation, K and V tiles
-// staged in shared memory and shared by the block's eight warps); for everything else (fp32,
+// staged in shared memory and shared by the block's four warps); for everything else (fp32,
 // odd head dims) a CUDA-core kernel that keeps the whole computation in fp32.
 //
 // Which sequences a batch holds is data, not launch configuration: the kernel reads the
@@ -21,20 +21,22 @@
 
 namespace ltserve::gpu {
 
-// Queries of one sequence that one work item (one block, per head) covers: 8 warps of the
+// Queries of one sequence that one work item (one block, per head) covers: 4 warps of the
 // tensor-core kernel with 16 query rows each, the m dimension of mma.m16n8k16.
-constexpr int kAttentionQueriesPerItem = 128;
+constexpr int kAttentionQueriesPerItem = 64;
 // The largest head_dim the kernel holds in shared memory and registers.
 constexpr std::int64_t kAttentionMaxHeadDim = 128;
 
 // Layout of the per-batch int32 buffer the kernel reads, for a capacity of `max_tokens`
-// tokens (hence at most that many non-empty sequences and work items):
-//   [0]                                  number of work items
-//   [1, 1 + max_tokens]                  cu_seqlens: first token of each sequence, then the total
-//   [AttentionWorkOffset(max_tokens) ..) per work item: sequence index, first query
-constexpr std::int64_t AttentionWorkOffset(std::int64_t max_tokens) { return 2 + max_tokens; }
+// tokens (hence at most that many work items):
+//   [0]                    number of work items
+//   [1 + 3·i, 4 + 3·i)     work item i: its sequence's first token, the sequence's length, and
+//                          the item's first query within the sequence
+// Each item carries its sequence's offsets, so a block reads one item and then the data: no
+// chain of dependent loads through a sequence table first.
+constexpr std::int64_t kAttentionItemInts = 3;
 constexpr std::int64_t AttentionBatchInts(std::int64_t max_tokens) {
-  return AttentionWorkOffset(max_tokens) + 2 * max_tokens;
+  return 1 + kAttentionItemInts * max_tokens;
 }
 
 // out[t, h·head_dim + i] = Σ_j softmax_j(q_t·k_j / √head_dim) · v_j[i] over the keys j of t's

@@ -158,7 +158,7 @@ TEST_P(AttentionKernelTest, MatchesReferenceOnMixedLengthsAndEachAlone) {
   SKIP_WITHOUT_GPU();
   const AttentionCase& c = GetParam();
   // Lengths around both kernels' tiles (32 keys and 8 queries on CUDA cores; 64 keys, 16
-  // query rows a warp and 128 an item on tensor cores); inputs of scale 3 give scores of
+  // query rows a warp and 64 an item on tensor cores); inputs of scale 3 give scores of
   // standard deviation ~3, so the online softmax's running max changes between tiles.
   CheckMixedAndAlone(AttentionPlan(c.heads, c.head_dim), c.precision,
                      {1, 2, 15, 17, 31, 33, 64, 65, 100, 129, 511}, 3.0f,
