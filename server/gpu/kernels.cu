@@ -262,6 +262,8 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
       VectorLayerNormKernel<T, 1><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
     } else if (lane_chunks == 2) {
       VectorLayerNormKernel<T, 2><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
+    } else if (lane_chunks == 3) {  // 768 in 16-bit storage: no lane loads a chunk it drops
+      VectorLayerNormKernel<T, 3><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
     } else {
       VectorLayerNormKernel<T, 4><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
     }
