@@ -458,7 +458,11 @@ void Scheduler::Cancel(std::uint64_t request_id) {
     impl_->TakeLocked(it->second, cancelled);
   }
   impl_->work_cv.notify_one();  // the head of the queues may have changed
-  impl_->Fail(cancelled, Cancelled("request cancelled by the client"));
+  // gRPC cancels a call whose deadline has passed, and that cancellation can reach us before
+  // the expiry loop does: a request past its deadline timed out, whichever path noticed first.
+  const bool expired = !cancelled.empty() && Clock::now() >= cancelled.front().request->deadline;
+  impl_->Fail(cancelled, expired ? DeadlineExceeded("request timed out in the queue")
+                                 : Cancelled("request cancelled by the client"));
 }
 
 bool Scheduler::Drain(std::chrono::steady_clock::time_point deadline) {

@@ -152,6 +152,20 @@ TEST(Lifecycle, CancelRemovesAQueuedRequestOnly) {
   EXPECT_EQ(Failures(h, FailureReason::kCancelled), 1u);
 }
 
+// gRPC cancels a call when its deadline passes, possibly before the scheduler's expiry fires:
+// either way the request counts as timed out, not as cancelled by the client.
+TEST(Lifecycle, CancelAfterTheDeadlineIsATimeout) {
+  Harness h(BatchingOptions(8, 60s));  // the batch would wait a minute
+  auto call = h.Send(1, kWidth, [](InferenceRequest& r) { r.deadline = r.arrival + kTimeout; });
+  std::this_thread::sleep_until(call->sent + kTimeout);
+  h.scheduler().Cancel(call->id.value());
+  Outcome outcome = call->Await();
+  EXPECT_EQ(outcome.status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Failures(h, FailureReason::kTimeout), 1u);
+  EXPECT_EQ(Failures(h, FailureReason::kCancelled), 0u);
+  EXPECT_FALSE(WasExecuted(h, *call));
+}
+
 TEST(Lifecycle, DrainFinishesAcceptedWorkThenRefusesNew) {
   Harness h(NoBatchingOptions(4));
   // Each batch takes a while, so the drain has work to wait for.
