@@ -119,3 +119,8 @@ def export_encoders(exporter, seed):
         exporter.write(f"enc_masked_wrapped_{mode}", randomize(module),
                        [("INPUT__0", f32, [-1, 37]), ("MASK__1", torch.bool, [-1])],
                        [("OUTPUT__0", f32, [-1, 5])], MAX_BATCH, mode)
+    # The trap: a trace through the nested-tensor fast path, which the server refuses to load.
+    torch.manual_seed(seed)
+    exporter.write("enc_masked_nested_trace", randomize(MaskedWrappedEncoder(nested=True)),
+                   [("INPUT__0", f32, [-1, 37]), ("MASK__1", torch.bool, [-1])],
+                   [("OUTPUT__0", f32, [-1, 5])], MAX_BATCH, "trace")

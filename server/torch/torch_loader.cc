@@ -1,5 +1,6 @@
 #include "torch/torch_loader.h"
 
+#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/script.h>
 
 #include <filesystem>
@@ -138,6 +139,27 @@ Status CheckWidth(const TensorSpec& tensor, const plan::Plan& plan, std::int64_t
                          side + " width is " + std::to_string(plan_width));
 }
 
+// A trace through nn.TransformerEncoder's nested-tensor fast path records
+// aten::_nested_tensor_from_mask in its top-level graph (a scripted module keeps it in the
+// branch that decides at run time), and the trace then answers wrongly for any key-padding mask
+// other than the example's. Served through TorchScript it would return wrong numbers without a
+// sign, so the load fails instead, saying how to export.
+Status CheckNoTracedNestedTensors(const torch::jit::Module& module) {
+  if (!module.find_method("forward")) return Status::Ok();
+  std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph);
+  for (const torch::jit::Node* node : graph->nodes()) {
+    if (node->kind().toQualString() == std::string("aten::_nested_tensor_from_mask")) {
+      return InvalidArgument(
+          "the module was traced through PyTorch's nested-tensor fast path "
+          "(aten::_nested_tensor_from_mask), which fixes the example's split into sequences "
+          "and answers other key-padding masks wrongly; export it with torch.jit.script, or "
+          "trace it with nn.TransformerEncoder(..., enable_nested_tensor=False)");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
@@ -146,6 +168,9 @@ Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
   if (!choice.ok()) return choice.status().WithContext(context);
   Result<torch::jit::Module> module = LoadModule(spec.model_file);
   if (!module.ok()) return module.status().WithContext(context);
+  if (Status nested = CheckNoTracedNestedTensors(*module); !nested.ok()) {
+    return nested.WithContext(context);
+  }
 
   LoadedModel loaded;
   Result<std::unique_ptr<ExecutorFactory>> fallback = CreateTorchScriptFactory(*module, spec);

@@ -179,6 +179,21 @@ TEST(KeyPaddingWrapperTest, TracedWrapperWithExecutionPathPlanIsAnError) {
   EXPECT_NE(loaded.status().message().find("key-padding mask"), std::string::npos);
 }
 
+// A trace through the nested-tensor fast path would answer other masks wrongly through
+// TorchScript: the load fails, on every execution path, and says how to export instead.
+TEST(KeyPaddingWrapperTest, TraceThroughNestedTensorsIsALoadErrorSayingHowToExport) {
+  for (const char* path : {"auto", "torchscript"}) {
+    ModelSpec spec = MaskedSpec("enc_masked_nested_trace", 37, 5);
+    spec.parameters["execution_path"] = path;
+    Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+    ASSERT_FALSE(loaded.ok()) << path;
+    EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument) << path;
+    const std::string& message = loaded.status().message();
+    EXPECT_NE(message.find("aten::_nested_tensor_from_mask"), std::string::npos) << message;
+    EXPECT_NE(message.find("enable_nested_tensor=False"), std::string::npos) << message;
+  }
+}
+
 void ExpectMaskConfigError(const ModelSpec& spec, const std::string& declared) {
   Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
   ASSERT_FALSE(loaded.ok());
