@@ -397,7 +397,7 @@ unsigned Blocks(std::int64_t bucket_tokens) {
 }
 
 template <typename T, int kHeadDim>
-cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch, std::int64_t max_tokens,
+cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch,
                    std::int64_t bucket_tokens, int num_heads, float scale_log2,
                    cudaStream_t stream) {
   const dim3 grid(Blocks(bucket_tokens), static_cast<unsigned>(num_heads));
@@ -410,14 +410,14 @@ bool Supports(int head_dim) { return head_dim % 16 == 0 && head_dim <= kMaxHeadD
 
 template <typename T>
 cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
-                     std::int64_t max_tokens, std::int64_t bucket_tokens, int num_heads,
-                     int head_dim, cudaStream_t stream) {
+                     std::int64_t bucket_tokens, int num_heads, int head_dim,
+                     cudaStream_t stream) {
   // softmax(x·scale) = 2^(x·scale·log2 e) / Σ: the kernel works in the exp2 domain.
   const float scale_log2 =
       static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
   switch (head_dim) {
 #define LTSERVE_ATTENTION_HEAD_DIM(D) \
-  case D: return Launch<T, D>(qkv, out, batch, max_tokens, bucket_tokens, num_heads, scale_log2, stream);
+  case D: return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, stream);
     LTSERVE_ATTENTION_HEAD_DIM(16)
     LTSERVE_ATTENTION_HEAD_DIM(32)
     LTSERVE_ATTENTION_HEAD_DIM(48)
@@ -435,8 +435,8 @@ cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
 
 template <typename T>
 cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
-                      std::int64_t max_tokens, std::int64_t bucket_tokens, int num_heads,
-                      int head_dim, cudaStream_t stream) {
+                      std::int64_t bucket_tokens, int num_heads, int head_dim,
+                      cudaStream_t stream) {
   // A batch of bucket_tokens tokens has at most that many work items (each covers a token).
   const std::int64_t blocks = bucket_tokens < kMaxBlocksPerHead ? bucket_tokens : kMaxBlocksPerHead;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads));
@@ -456,25 +456,27 @@ cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batc
   if (head_dim < 1 || head_dim > kAttentionMaxHeadDim || num_heads < 1 || num_heads > 65535) {
     return cudaErrorInvalidValue;
   }
+  // Blocks read their first work item's slot before the item count, which is inside the
+  // buffer only while the grid, bounded by the bucket, stays within its capacity.
+  if (bucket_tokens > max_tokens) return cudaErrorInvalidValue;
   if (bucket_tokens < 1) return cudaSuccess;
   const int heads = static_cast<int>(num_heads);
   const int dim = static_cast<int>(head_dim);
   switch (type) {
     case ElemType::kFp32:
-      return Attention<float>(qkv, out, batch, max_tokens, bucket_tokens, heads, dim, stream);
+      return Attention<float>(qkv, out, batch, bucket_tokens, heads, dim, stream);
     case ElemType::kFp16:
       if (tensor_core::Supports(dim)) {
-        return tensor_core::Dispatch<__half>(qkv, out, batch, max_tokens, bucket_tokens, heads,
-                                             dim, stream);
+        return tensor_core::Dispatch<__half>(qkv, out, batch, bucket_tokens, heads, dim,
+                                             stream);
       }
-      return Attention<__half>(qkv, out, batch, max_tokens, bucket_tokens, heads, dim, stream);
+      return Attention<__half>(qkv, out, batch, bucket_tokens, heads, dim, stream);
     case ElemType::kBf16:
       if (tensor_core::Supports(dim)) {
-        return tensor_core::Dispatch<__nv_bfloat16>(qkv, out, batch, max_tokens, bucket_tokens,
-                                                     heads, dim, stream);
+        return tensor_core::Dispatch<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads,
+                                                     dim, stream);
       }
-      return Attention<__nv_bfloat16>(qkv, out, batch, max_tokens, bucket_tokens, heads, dim,
-                                      stream);
+      return Attention<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads, dim, stream);
   }
   return cudaErrorInvalidValue;
 }

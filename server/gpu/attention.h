@@ -43,7 +43,8 @@ constexpr std::int64_t AttentionBatchInts(std::int64_t max_tokens) {
 // sequence, for every token t of the batch described by `batch` (device memory, the layout
 // above). `qkv` is [tokens, 3·num_heads·head_dim] (q | k | v, heads contiguous within each),
 // `out` is [tokens, num_heads·head_dim], both of element type `type`; math in fp32.
-// `bucket_tokens` bounds the tokens of any batch this launch will see (it sizes the grid).
+// `bucket_tokens` bounds the tokens of any batch this launch will see (it sizes the grid);
+// cudaErrorInvalidValue when it exceeds the buffer's capacity `max_tokens`.
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
