@@ -79,11 +79,23 @@ class MaskedEncoder(nn.Module):
         return self.encoder(x, src_key_padding_mask=mask)
 
 
+class MaskedLayer(nn.Module):
+    """A key-padding wrapper around a single nn.TransformerEncoderLayer: traced, the layer
+    converts the mask itself inside its own graph, which the loader does not lower."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(64, 4, 96, dropout=0.0, batch_first=True)
+
+    def forward(self, x, mask):
+        return self.layer(x, src_key_padding_mask=mask)
+
+
 class MaskedWrappedEncoder(nn.Module):
     """Input projection, a masked encoder, per-token head. `nested` is the encoder's
     enable_nested_tensor: PyTorch's default (True) suits scripting, but a trace of that fast
     path bakes the example's sequence lengths in and answers other masks wrongly, so the traced
-    export turns it off (the mask then flows into attention, which traces correctly)."""
+    export turns it off (the mask then flows into the layers' fused calls, which lowers too)."""
 
     def __init__(self, nested=True):
         super().__init__()
@@ -112,13 +124,18 @@ def export_encoders(exporter, seed):
     exporter.write("enc_masked", randomize(MaskedEncoder()),
                    [("INPUT__0", f32, [-1, 64]), ("MASK__1", torch.bool, [-1])],
                    [("OUTPUT__0", f32, [-1, 64])], MAX_BATCH)
-    # Scripted it lowers; traced it serves through TorchScript (a trace hides the mask in ops).
+    # Scripted and traced, both lower.
     for mode in ("script", "trace"):
         torch.manual_seed(seed)
         module = MaskedWrappedEncoder(nested=mode == "script")
         exporter.write(f"enc_masked_wrapped_{mode}", randomize(module),
                        [("INPUT__0", f32, [-1, 37]), ("MASK__1", torch.bool, [-1])],
                        [("OUTPUT__0", f32, [-1, 5])], MAX_BATCH, mode)
+    # A traced wrapper around a bare layer serves through TorchScript.
+    torch.manual_seed(seed)
+    exporter.write("enc_masked_layer_trace", randomize(MaskedLayer()),
+                   [("INPUT__0", f32, [-1, 64]), ("MASK__1", torch.bool, [-1])],
+                   [("OUTPUT__0", f32, [-1, 64])], MAX_BATCH, "trace")
     # The trap: a trace through the nested-tensor fast path, which the server refuses to load.
     torch.manual_seed(seed)
     exporter.write("enc_masked_nested_trace", randomize(MaskedWrappedEncoder(nested=True)),

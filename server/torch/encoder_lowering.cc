@@ -3,6 +3,8 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include <cmath>
+#include <map>
 #include <optional>
 #include <regex>
 #include <string>
@@ -104,15 +106,28 @@ std::optional<c10::IValue> ConstantOf(const torch::jit::Value* value) {
   return torch::jit::toIValue(value);
 }
 
+// For a traced module called with a key-padding mask: the input of its forward graph (self is
+// 0) that carries the mask. Unset: the module must take no mask.
+using TracedMaskInput = std::optional<std::size_t>;
+
 // The fused call a trace under no_grad records: (src, embed_dim, num_heads, weights..., use_gelu,
-// norm_first, eps, ..., mask, mask_type).
-Result<LayerSettings> FusedCallSettings(const torch::jit::Node& node, const std::string& where) {
+// norm_first, eps, ..., mask, mask_type). `key_padding_mask`, when not null, is the graph value
+// the mask may be: then mask_type must be 1, PyTorch's code for a key-padding mask.
+Result<LayerSettings> FusedCallSettings(const torch::jit::Node& node, const std::string& where,
+                                        const torch::jit::Value* key_padding_mask) {
   std::optional<c10::IValue> heads = ConstantOf(node.input(2));
   std::optional<c10::IValue> gelu = ConstantOf(node.input(7));
   std::optional<c10::IValue> norm_first = ConstantOf(node.input(8));
   std::optional<c10::IValue> eps = ConstantOf(node.input(9));
   std::optional<c10::IValue> mask = ConstantOf(node.input(18));
-  if (!heads || !gelu || !norm_first || !eps || !mask || !mask->isNone()) {
+  const bool masked = key_padding_mask != nullptr && node.input(18) == key_padding_mask;
+  if (masked) {
+    std::optional<c10::IValue> mask_type = ConstantOf(node.input(19));
+    if (!mask_type || !mask_type->isInt() || mask_type->toInt() != 1) {
+      return NotLowered(where, "the traced encoder call takes the mask as another kind of mask");
+    }
+  }
+  if (!heads || !gelu || !norm_first || !eps || (!masked && (!mask || !mask->isNone()))) {
     return NotLowered(where, "the traced encoder call has non-constant settings or a mask");
   }
   LayerSettings settings;
@@ -134,15 +149,26 @@ std::optional<std::int64_t> HeadsFromAttentionCall(const torch::jit::Node& sdpa)
   return heads->toInt();
 }
 
-Result<LayerSettings> TracedSettings(const Module& layer, const std::string& where) {
+Result<LayerSettings> TracedSettings(const Module& layer, const std::string& where,
+                                     TracedMaskInput mask_input) {
   std::shared_ptr<torch::jit::Graph> graph = layer.get_method("forward").graph()->copy();
   torch::jit::Inline(*graph);
+  const torch::jit::Value* key_padding_mask = nullptr;
+  if (mask_input) {
+    if (*mask_input >= graph->inputs().size()) return NotLowered(where, "has no mask input");
+    key_padding_mask = graph->inputs()[*mask_input];
+    if (key_padding_mask->uses().size() != 1) {
+      return NotLowered(where, "uses the key-padding mask for more than its attention");
+    }
+  }
   LayerSettings settings;
   int norms = 0, linears = 0, activations = 0;
   std::optional<std::int64_t> heads;
   for (const torch::jit::Node* node : graph->nodes()) {
     const std::string kind = node->kind().toQualString();
-    if (kind == "aten::_transformer_encoder_layer_fwd") return FusedCallSettings(*node, where);
+    if (kind == "aten::_transformer_encoder_layer_fwd") {
+      return FusedCallSettings(*node, where, key_padding_mask);
+    }
     if (kind == "aten::linear" && linears++ == 0) settings.norm_first = norms > 0;
     if (kind == "aten::layer_norm") {
       std::optional<c10::IValue> eps = ConstantOf(node->input(4));
@@ -175,7 +201,8 @@ Result<LayerSettings> TracedSettings(const Module& layer, const std::string& whe
   return settings;
 }
 
-Result<EncoderLayerStep> LayerStep(const Module& layer, const std::string& where) {
+Result<EncoderLayerStep> LayerStep(const Module& layer, const std::string& where,
+                                   TracedMaskInput mask_input = std::nullopt) {
   LTSERVE_ASSIGN_OR_RETURN(Module attention, Child(layer, "self_attn", where));
   LTSERVE_ASSIGN_OR_RETURN(Module out_proj, Child(attention, "out_proj", where));
   LTSERVE_ASSIGN_OR_RETURN(Module linear1, Child(layer, "linear1", where));
@@ -192,7 +219,7 @@ Result<EncoderLayerStep> LayerStep(const Module& layer, const std::string& where
   const bool scripted = layer.hasattr("norm_first");
   LTSERVE_ASSIGN_OR_RETURN(LayerSettings settings,
                            scripted ? ScriptedSettings(layer, attention, norm1, norm2, where)
-                                    : TracedSettings(layer, where));
+                                    : TracedSettings(layer, where, mask_input));
   const std::int64_t d = step.in_proj.weight.size(1);
   if (settings.num_heads < 1 || d % settings.num_heads != 0 ||
       step.in_proj.weight.size(0) != 3 * d) {
@@ -207,11 +234,67 @@ Result<EncoderLayerStep> LayerStep(const Module& layer, const std::string& where
   return step;
 }
 
-Status AppendEncoder(const Module& encoder, const std::string& where, std::vector<Step>* steps) {
+// A traced nn.TransformerEncoder called with a key-padding mask (graph input `mask_input`)
+// turns it into the additive float mask its layers take, masked_fill_(zeros_like(mask), mask,
+// -inf), and passes that to every layer: checks exactly that, and returns, per child of
+// `layers`, the input of the layer's forward graph the additive mask arrives at.
+Result<std::map<std::string, std::size_t>> TracedEncoderMaskInputs(const Module& encoder,
+                                                                   std::size_t mask_input,
+                                                                   const std::string& where) {
+  const std::shared_ptr<torch::jit::Graph> graph = encoder.get_method("forward").graph();
+  if (mask_input >= graph->inputs().size()) return NotLowered(where, "has no mask input");
+  const torch::jit::Value* mask = graph->inputs()[mask_input];
+  const torch::jit::Value* additive = nullptr;
+  for (const torch::jit::Use& use : mask->uses()) {
+    const torch::jit::Node* node = use.user;
+    const std::string kind = node->kind().toQualString();
+    if (kind == "aten::zeros_like" && use.offset == 0) continue;  // checked with masked_fill_
+    std::optional<c10::IValue> fill = kind == "aten::masked_fill_" ? ConstantOf(node->input(2))
+                                                                   : std::nullopt;
+    const torch::jit::Node* zeros = node->input(0)->node();
+    if (fill && fill->isDouble() && std::isinf(fill->toDouble()) && fill->toDouble() < 0 &&
+        use.offset == 1 && std::string(zeros->kind().toQualString()) == "aten::zeros_like" &&
+        zeros->input(0) == mask) {
+      additive = node->output();
+      continue;
+    }
+    return NotLowered(where, "uses the key-padding mask in " + kind +
+                                 ", not only to build the additive mask of its layers");
+  }
+  if (additive == nullptr) return NotLowered(where, "does not turn the mask into -inf where padded");
+  std::map<std::string, std::size_t> layer_inputs;
+  for (const torch::jit::Use& use : additive->uses()) {
+    const torch::jit::Node* call = use.user;
+    const torch::jit::Node* child = call->inputs().empty() ? nullptr : call->input(0)->node();
+    const torch::jit::Node* list = child == nullptr ? nullptr : child->inputs().empty() ? nullptr
+                                                                : child->input(0)->node();
+    if (call->kind() != c10::prim::CallMethod || call->s(c10::attr::name) != "forward" ||
+        child->kind() != c10::prim::GetAttr || list == nullptr ||
+        list->kind() != c10::prim::GetAttr || list->s(c10::attr::name) != "layers") {
+      return NotLowered(where, "passes the mask to something other than its layers");
+    }
+    layer_inputs[child->s(c10::attr::name)] = use.offset;  // call input i is callee input i
+  }
+  return layer_inputs;
+}
+
+Status AppendEncoder(const Module& encoder, const std::string& where, std::vector<Step>* steps,
+                     TracedMaskInput mask_input = std::nullopt) {
   LTSERVE_ASSIGN_OR_RETURN(Module layers, Child(encoder, "layers", where));
+  std::map<std::string, std::size_t> layer_masks;
+  if (mask_input) {
+    LTSERVE_ASSIGN_OR_RETURN(layer_masks, TracedEncoderMaskInputs(encoder, *mask_input, where));
+  }
   for (const torch::jit::NameModule& layer : layers.named_children()) {
     const std::string layer_where = Join(where, "layers." + layer.name);
-    LTSERVE_ASSIGN_OR_RETURN(EncoderLayerStep step, LayerStep(layer.value, layer_where));
+    TracedMaskInput layer_mask;
+    if (mask_input) {
+      const auto found = layer_masks.find(layer.name);
+      if (found == layer_masks.end()) return NotLowered(layer_where, "does not get the mask");
+      layer_mask = found->second;
+    }
+    LTSERVE_ASSIGN_OR_RETURN(EncoderLayerStep step,
+                             LayerStep(layer.value, layer_where, layer_mask));
     steps->push_back(std::move(step));
   }
   // The optional final norm: None in a scripted module, absent in a traced one.
@@ -293,12 +376,27 @@ Result<std::vector<Step>> KeyPaddingWrapperSteps(const Module& module) {
                            node->kind().toQualString() + ", not only calls of its children");
     }
     const std::string& name = child->second;
+    const Module block = module.attr(name).toModule();
+    if (IsEncoderType(TypeName(block)) && node->inputs().size() == 3) {
+      // A trace: the call passes the encoder's two tensors in the order it first used them.
+      const std::size_t data = node->input(1) == current ? 1 : node->input(2) == current ? 2 : 0;
+      if (data == 0 || node->input(3 - data) != mask) {
+        return NotLowered(name, "is not called with the chain's value and the key-padding mask");
+      }
+      if (TypeName(block) != kEncoder) {
+        return NotLowered(name, "a traced TransformerEncoderLayer called with a mask is not "
+                                "lowered; trace an nn.TransformerEncoder around it, or script "
+                                "the wrapper");
+      }
+      LTSERVE_RETURN_IF_ERROR(AppendEncoder(block, name, &steps, 3 - data));
+      ++masked_calls;
+      current = node->output();
+      continue;
+    }
     if (node->inputs().size() < 2 || node->input(1) != current) {
       return NotLowered(name, "does not take the previous child's output (or x) as its first "
-                              "argument: the wrapper is not a chain (a traced wrapper records "
-                              "the mask inside aten ops; script it to lower it)");
+                              "argument: the wrapper is not a chain");
     }
-    const Module block = module.attr(name).toModule();
     if (IsEncoderType(TypeName(block))) {
       LTSERVE_RETURN_IF_ERROR(CheckMaskedEncoderCall(*node, mask, name));
       ++masked_calls;

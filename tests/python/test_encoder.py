@@ -44,12 +44,15 @@ MODELS = {
     "seq_wrapped_script": (37, 5, True),
 }
 # Wrappers forward(x, mask) taking a BOOL key-padding mask MASK__1 [batch, seq]:
-# name -> (d_in, d_out). The scripted ones lower; the traced one serves through TorchScript.
+# name -> (d_in, d_out). These lower, scripted or traced; MASKED_TRACED (a trace around a bare
+# TransformerEncoderLayer) serves through TorchScript.
 MASKED = {
     "enc_masked": (64, 64),
     "enc_masked_wrapped_script": (37, 5),
+    "enc_masked_wrapped_trace": (37, 5),
 }
-MASKED_TRACED = "enc_masked_wrapped_trace"
+MASKED_TRACED = "enc_masked_layer_trace"
+MASKED_DIMS = {**MASKED, MASKED_TRACED: (64, 64)}
 MAX_SEQUENCE_LENGTH = 32  # configured for the masked models
 
 
@@ -181,7 +184,7 @@ def masked_reference(repo: Path, model: str, x: np.ndarray, mask: np.ndarray) ->
 
 
 def random_tokens(model: str, batch: int, seq: int) -> np.ndarray:
-    d_in = MASKED.get(model, (37, 5))[0]
+    d_in = MASKED_DIMS[model][0]
     return np.random.default_rng().standard_normal((batch, seq, d_in), dtype=np.float32)
 
 
@@ -263,16 +266,29 @@ def test_masked_and_unmasked_requests_batch_together_and_get_what_they_get_alone
 
 
 def test_traced_mask_wrapper_answers_correctly_through_torchscript(encoder_server, stub, pb):
-    # A trace of the same module class (with the mask flowing into attention) against the
-    # scripted export of the same weights, at the real tokens.
+    # Served by libtorch in fp32 against the same module's forward in float64, at the real tokens
+    # (TorchScript computes the padded positions rather than zeroing them).
     mask = np.zeros((2, 10), dtype=bool)
     mask[0, 7:] = True
     mask[1, [1, 2, 6]] = True
     x = random_tokens(MASKED_TRACED, *mask.shape)
     got = infer_masked(stub, pb, MASKED_TRACED, x, mask)
-    assert got.shape == (2, 10, 5)
-    expected = masked_reference(encoder_server.repo, "enc_masked_wrapped_script", x, mask)
+    assert got.shape == (2, 10, 64)
+    expected = masked_reference(encoder_server.repo, MASKED_TRACED, x, mask)
     assert rel_err(got[~mask], expected[~mask]) <= ENCODER_RTOL
+
+
+def test_traced_and_scripted_wrappers_of_the_same_weights_agree(stub, pb):
+    # Both exports share one seed, hence one set of weights: the traced lowering must compute
+    # what the scripted one does, zeros at padded positions included.
+    mask = np.zeros((3, 12), dtype=bool)
+    mask[0, 9:] = True
+    mask[1, [0, 5, 6]] = True
+    mask[2, :] = True
+    x = random_tokens("enc_masked_wrapped_trace", *mask.shape)
+    traced = infer_masked(stub, pb, "enc_masked_wrapped_trace", x, mask)
+    scripted = infer_masked(stub, pb, "enc_masked_wrapped_script", x, mask)
+    assert rel_err(traced, scripted) <= BATCHING_RTOL
 
 
 def test_mask_of_another_type_is_invalid_argument(stub, pb):

@@ -148,8 +148,13 @@ TEST(KeyPaddingWrapperTest, ScriptedWrapperLowersWithItsMaskInputRecorded) {
   ExpectWeightsAreModuleParameters(*loaded.plan, spec.model_file.string());
 }
 
-TEST(KeyPaddingWrapperTest, ScriptedWrapperWithBlocksAroundTheEncoderLowersThemAll) {
-  const ModelSpec spec = MaskedSpec("enc_masked_wrapped_script", 37, 5);
+// Scripted, or traced: a trace records the encoder's mask handling as graph ops (bool mask ->
+// additive -inf mask -> each layer's fused call), which the loader checks before lowering the
+// same plan as scripting gives.
+class WrapperWithBlocksTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WrapperWithBlocksTest, LowersTheBlocksAndTheEncoderWithItsMaskInputRecorded) {
+  const ModelSpec spec = MaskedSpec("enc_masked_wrapped_" + GetParam(), 37, 5);
   LoadedModel loaded = LoadOk(spec);
   ASSERT_NE(loaded.plan, nullptr) << loaded.lowering_report;
   EXPECT_EQ(loaded.key_padding_mask_input, 1);
@@ -159,19 +164,25 @@ TEST(KeyPaddingWrapperTest, ScriptedWrapperWithBlocksAroundTheEncoderLowersThemA
   ExpectWeightsAreModuleParameters(*loaded.plan, spec.model_file.string());
 }
 
-TEST(KeyPaddingWrapperTest, TracedWrapperFallsBackSayingWhy) {
-  LoadedModel loaded = LoadOk(MaskedSpec("enc_masked_wrapped_trace", 37, 5));
+INSTANTIATE_TEST_SUITE_P(KeyPaddingWrapper, WrapperWithBlocksTest,
+                         ::testing::Values("script", "trace"),
+                         [](const auto& info) { return info.param; });
+
+TEST(KeyPaddingWrapperTest, TracedWrapperAroundABareLayerFallsBackSayingWhy) {
+  LoadedModel loaded = LoadOk(MaskedSpec("enc_masked_layer_trace"));
   EXPECT_EQ(loaded.plan, nullptr);
   EXPECT_NE(loaded.torchscript, nullptr);
   EXPECT_EQ(loaded.key_padding_mask_input, -1);
   EXPECT_NE(loaded.lowering_report.find("'MASK__1' looks like a key-padding mask, but"),
             std::string::npos)
       << loaded.lowering_report;
-  EXPECT_NE(loaded.lowering_report.find("traced"), std::string::npos) << loaded.lowering_report;
+  EXPECT_NE(loaded.lowering_report.find("traced TransformerEncoderLayer called with a mask"),
+            std::string::npos)
+      << loaded.lowering_report;
 }
 
-TEST(KeyPaddingWrapperTest, TracedWrapperWithExecutionPathPlanIsAnError) {
-  ModelSpec spec = MaskedSpec("enc_masked_wrapped_trace", 37, 5);
+TEST(KeyPaddingWrapperTest, UnlowerableWrapperWithExecutionPathPlanIsAnError) {
+  ModelSpec spec = MaskedSpec("enc_masked_layer_trace");
   spec.parameters["execution_path"] = "plan";
   Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
   ASSERT_FALSE(loaded.ok());
