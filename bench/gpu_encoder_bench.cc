@@ -19,6 +19,8 @@
 
 #include "bench_timing.h"
 #include "gpu/gpu_executor.h"
+#include "gpu/gpu_factory.h"
+#include "gpu_forward_timer.h"
 
 namespace {
 
@@ -98,14 +100,14 @@ std::shared_ptr<plan::Plan> LowerEncoder(const torch::jit::Module& encoder, std:
 
 // Where an eager (not graph-replayed) forward pass spends its time, per kind of step: what
 // tells a slow kernel from launch gaps when the graph time misses the floor.
-void PrintStepBreakdown(ltserve::ExecutorInstance& instance, std::int64_t max_batch) {
+void PrintStepBreakdown(GpuForwardTimer& timer, std::int64_t max_batch) {
   std::printf("\nPer-step device time of one eager forward pass (µs, summed per kind of step; "
               "events between steps, so launch gaps are included):\n\n");
   std::printf("| batch | gemm | attention | layernorm | pointwise | total |\n|---:|---:|---:|---:|---:|---:|\n");
   for (std::int64_t batch : {std::int64_t{1}, std::int64_t{8}, std::int64_t{32}, std::int64_t{128}}) {
     if (batch > max_batch) break;
     std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch), static_cast<std::int32_t>(kSeq));
-    auto steps = ltserve::GpuProfileTokenForward(instance, lengths, 10);
+    auto steps = timer.ProfileTokenForward(lengths, 10);
     if (!steps.ok()) {
       std::fprintf(stderr, "profile: %s\n", steps.status().ToString().c_str());
       return;
@@ -216,7 +218,7 @@ std::string PaddingPath(torch::jit::Module& module, const MixedBatch& batch) {
 }
 
 void PrintMixedLengths(const std::string& model_dir, torch::jit::Module& module,
-                       ltserve::ExecutorInstance& instance, const plan::Plan& p, std::int64_t d,
+                       GpuForwardTimer& timer, const plan::Plan& p, std::int64_t d,
                        std::int64_t budget, double peak, double copy) {
   std::optional<torch::jit::Module> nested;
   try {
@@ -293,7 +295,7 @@ void PrintMixedLengths(const std::string& model_dir, torch::jit::Module& module,
     for (const auto& batch : batches) {
       std::vector<double> rounds;
       for (int r = 0; r < kRounds; ++r) {
-        auto us = ltserve::GpuTimeTokenForward(instance, batch.lengths, 10);
+        auto us = timer.TimeTokenForward(batch.lengths, 10);
         if (!us.ok()) {
           std::fprintf(stderr, "ltserve: %s\n", us.status().ToString().c_str());
           return;
@@ -355,22 +357,28 @@ int main(int argc, char** argv) {
     spec.max_batch_size = static_cast<int>(max_batch);
     spec.inputs = {{"x", ltserve::DataType::kBf16, {-1, d}}};
     spec.outputs = {{"y", ltserve::DataType::kBf16, {-1, d}}};
-    spec.parameters["precision"] = "bf16";
-    spec.parameters["max_tokens_per_batch"] = std::to_string(max_batch * kSeq);
-    const auto load_start = Clock::now();
-    auto factory = ltserve::CreateGpuExecutorFactory(p, spec);
-    if (!factory.ok()) {
-      std::fprintf(stderr, "factory: %s\n", factory.status().ToString().c_str());
+    spec.options.precision = ltserve::Precision::kBf16;
+    spec.options.max_tokens_per_batch = max_batch * kSeq;
+    auto tokens = ltserve::MakeTokenLayout(spec, std::nullopt);
+    if (!tokens.ok()) {
+      std::fprintf(stderr, "token layout: %s\n", tokens.status().ToString().c_str());
       return 1;
     }
-    auto instance = factory.value()->CreateInstance(0);
-    if (!instance.ok()) {
-      std::fprintf(stderr, "instance: %s\n", instance.status().ToString().c_str());
+    const auto load_start = Clock::now();
+    auto model = ltserve::gpu::LoadGpuModel(p, spec, tokens.value());
+    if (!model.ok()) {
+      std::fprintf(stderr, "model: %s\n", model.status().ToString().c_str());
+      return 1;
+    }
+    auto factory = ltserve::gpu::CreateGpuFactory(model.value());
+    auto timer = GpuForwardTimer::Create(model.value());
+    if (!timer.ok()) {
+      std::fprintf(stderr, "timer: %s\n", timer.status().ToString().c_str());
       return 1;
     }
     std::fprintf(stderr, "encoder: loaded in %.1f s: %s\n",
                  std::chrono::duration<double>(Clock::now() - load_start).count(),
-                 factory.value()->Describe().c_str());
+                 factory->Describe().c_str());
 
     const double peak = MeasurePeakTflops();
     const double copy = MeasureCopyTBps();
@@ -388,7 +396,7 @@ int main(int argc, char** argv) {
       const int iterations = batch >= 32 ? 20 : 50;
       std::vector<double> ours;
       for (int r = 0; r < kRounds; ++r) {
-        auto us = ltserve::GpuTimeTokenForward(*instance.value(), lengths, iterations);
+        auto us = timer.value()->TimeTokenForward(lengths, iterations);
         if (!us.ok()) {
           std::fprintf(stderr, "ltserve: %s\n", us.status().ToString().c_str());
           return 1;
@@ -406,8 +414,8 @@ int main(int argc, char** argv) {
                   tokens, floor_us, ltserve_us, torch_us, torch_us / ltserve_us, ltserve_us / floor_us);
       std::fflush(stdout);
     }
-    PrintStepBreakdown(*instance.value(), max_batch);
-    PrintMixedLengths(argv[1], module, *instance.value(), *p, d, max_batch * kSeq, peak, copy);
+    PrintStepBreakdown(*timer.value(), max_batch);
+    PrintMixedLengths(argv[1], module, *timer.value(), *p, d, max_batch * kSeq, peak, copy);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench failed: %s\n", error.what());

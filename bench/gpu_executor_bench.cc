@@ -18,6 +18,8 @@
 
 #include "bench_timing.h"
 #include "gpu/gpu_executor.h"
+#include "gpu/gpu_factory.h"
+#include "gpu_forward_timer.h"
 
 namespace {
 
@@ -76,21 +78,27 @@ int BenchModel(const std::string& name, const std::string& path, std::int64_t ma
   spec.max_batch_size = static_cast<int>(max_batch);
   spec.inputs = {{"x", ltserve::DataType::kBf16, {plan->input_width()}}};
   spec.outputs = {{"y", ltserve::DataType::kBf16, {plan->output_width()}}};
-  spec.parameters["precision"] = "bf16";
+  spec.options.precision = ltserve::Precision::kBf16;
   const auto load_start = Clock::now();
-  auto factory = ltserve::CreateGpuExecutorFactory(plan, spec);
-  if (!factory.ok()) {
-    std::fprintf(stderr, "%s: %s\n", name.c_str(), factory.status().ToString().c_str());
+  auto model = ltserve::gpu::LoadGpuModel(plan, spec, std::nullopt);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), model.status().ToString().c_str());
     return 1;
   }
-  auto instance = factory.value()->CreateInstance(0);
+  auto factory = ltserve::gpu::CreateGpuFactory(model.value());
+  auto timer = GpuForwardTimer::Create(model.value());
+  if (!timer.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), timer.status().ToString().c_str());
+    return 1;
+  }
+  auto instance = factory->CreateInstance(0);
   if (!instance.ok()) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(), instance.status().ToString().c_str());
     return 1;
   }
   std::fprintf(stderr, "%s: loaded in %.1f s: %s\n", name.c_str(),
                std::chrono::duration<double>(Clock::now() - load_start).count(),
-               factory.value()->Describe().c_str());
+               factory->Describe().c_str());
   ltserve::ExecutorInstance& exec = *instance.value();
   const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
 
@@ -118,7 +126,7 @@ int BenchModel(const std::string& name, const std::string& path, std::int64_t ma
     const int iterations = Iterations(batch);
     std::vector<double> ours;
     for (int r = 0; r < kRounds; ++r) {
-      auto us = ltserve::GpuTimeForward(exec, batch, iterations);
+      auto us = timer.value()->TimeForward(batch, iterations);
       if (!us.ok()) {
         std::fprintf(stderr, "%s\n", us.status().ToString().c_str());
         return 1;

@@ -20,6 +20,7 @@
 #include "http/http_server.h"
 #include "metrics/metrics.h"
 #include "repository/model_repository.h"
+#include "repository/server_lifecycle.h"
 
 #ifndef LTSERVE_VERSION
 #define LTSERVE_VERSION "0.0.0"
@@ -98,12 +99,9 @@ int Run(const Flags& flags) {
     handlers.live = [] { return true; };
     handlers.ready = [&lifecycle] { return lifecycle.Ready(); };
     handlers.model_ready = [&lifecycle](const std::string& name) -> std::optional<bool> {
-      ltserve::ModelRepository* repository = lifecycle.repository.load();
-      if (repository == nullptr) return false;
-      auto model = repository->Find(name, "");
-      if (model.ok()) return !lifecycle.shutting_down.load();
-      if (model.status().code() == ltserve::StatusCode::kNotFound) return std::nullopt;
-      return false;
+      ltserve::Result<bool> ready = lifecycle.ModelReady(name, "");
+      if (!ready.ok()) return std::nullopt;  // unknown model: 404
+      return *ready;
     };
     handlers.metrics = [m = metrics->get()] { return m->Serialize(); };
     auto started = ltserve::HttpServer::Start(flags.host, flags.http_port, std::move(handlers));

@@ -1,69 +1,122 @@
-// `parameters`: ltserve's keys with their values checked; Triton's PyTorch-backend keys
-// accepted and ignored so that Triton repositories load unchanged.
+// `parameters`: ltserve's keys parsed into ModelOptions (model/model_options.h), each with its
+// rule, default and message in one table; Triton's PyTorch-backend keys accepted and ignored so
+// that Triton repositories load unchanged. The string map ends here: nothing outside
+// server/config reads a parameter by name.
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <limits>
+#include <map>
+#include <functional>
+#include <optional>
 
 #include "config/config_internal.h"
+#include "config/model_config.h"
 
 namespace ltserve::config::internal {
 namespace {
 
-bool OneOf(std::string_view value, std::initializer_list<std::string_view> allowed) {
-  for (std::string_view a : allowed) {
-    if (value == a) return true;
-  }
-  return false;
-}
-
-bool PositiveInteger(std::string_view value) {
+std::optional<std::int64_t> ParseInteger(std::string_view value, std::int64_t min_value) {
   std::int64_t parsed = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-  return ec == std::errc() && end == value.data() + value.size() && parsed > 0;
+  if (ec != std::errc() || end != value.data() + value.size() || parsed < min_value) {
+    return std::nullopt;
+  }
+  return parsed;
 }
 
+// A key's rule: parses `value` into `options`, or returns false (then `expected` says why).
 struct KnownParameter {
   std::string_view key;
   std::string_view expected;  // for the error message
-  bool (*valid)(std::string_view value);
+  std::function<bool(std::string_view value, const std::filesystem::path& model_dir,
+                     ModelOptions* options)>
+      apply;
 };
 
-const std::array<KnownParameter, 12> kKnown{{
-    {"precision", "bf16, fp16, fp32 or tf32",
-     [](std::string_view v) {
-       return OneOf(v, {"bf16", "fp16", "fp32", "tf32"});
-     }},
-    {"gelu_epilogue", "auto, tanh or exact",
-     [](std::string_view v) {
-       return OneOf(v, {"auto", "tanh", "exact"});
-     }},
-    {"algo_candidates", "an integer > 0", PositiveInteger},
-    {"fuse_epilogues", "true or false",
-     [](std::string_view v) {
-       return OneOf(v, {"true", "false"});
-     }},
-    {"small_batch_kernel", "auto, always or off",
-     [](std::string_view v) {
-       return OneOf(v, {"auto", "always", "off"});
-     }},
-    {"gpu_device", "an integer >= 0",
-     [](std::string_view v) {
-       return v == "0" || PositiveInteger(v);
-     }},
-    {"cublaslt_workspace_bytes", "an integer > 0", PositiveInteger},
-    {"algo_cache_file", "a file path (relative to the model directory)",
-     [](std::string_view v) { return !v.empty(); }},
-    {"cuda_graphs", "true or false",
-     [](std::string_view v) {
-       return OneOf(v, {"true", "false"});
-     }},
-    {"execution_path", "auto, plan or torchscript",
-     [](std::string_view v) {
-       return OneOf(v, {"auto", "plan", "torchscript"});
-     }},
-    {"max_sequence_length", "an integer > 0", PositiveInteger},
-    {"max_tokens_per_batch", "an integer > 0", PositiveInteger},
-}};
+// A parameter spelled as one of a fixed set of words.
+template <typename T>
+KnownParameter Choice(std::string_view key, std::string_view expected,
+                      std::vector<std::pair<std::string_view, T>> choices, T ModelOptions::*field) {
+  return {key, expected,
+          [choices = std::move(choices), field](std::string_view value, const std::filesystem::path&,
+                                                ModelOptions* options) {
+            for (const auto& [spelling, choice] : choices) {
+              if (value == spelling) {
+                options->*field = choice;
+                return true;
+              }
+            }
+            return false;
+          }};
+}
+
+KnownParameter Boolean(std::string_view key, bool ModelOptions::*field) {
+  return Choice<bool>(key, "true or false", {{"true", true}, {"false", false}}, field);
+}
+
+// An integer >= min_value, stored as T (int, std::size_t or std::optional<std::int64_t>).
+template <typename T>
+KnownParameter Integer(std::string_view key, std::string_view expected, std::int64_t min_value,
+                       T ModelOptions::*field) {
+  return {key, expected,
+          [min_value, field](std::string_view value, const std::filesystem::path&,
+                             ModelOptions* options) {
+            std::optional<std::int64_t> parsed = ParseInteger(value, min_value);
+            if (!parsed) return false;
+            if constexpr (std::is_same_v<T, std::optional<std::int64_t>>) {
+              options->*field = *parsed;
+            } else {
+              if (static_cast<std::uint64_t>(*parsed) >
+                  static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
+                return false;
+              }
+              options->*field = static_cast<T>(*parsed);
+            }
+            return true;
+          }};
+}
+
+const std::vector<KnownParameter>& Known() {
+  static const std::vector<KnownParameter> known{
+      Choice<Precision>("precision", "bf16, fp16, fp32 or tf32",
+                        {{"bf16", Precision::kBf16}, {"fp16", Precision::kFp16},
+                         {"fp32", Precision::kFp32}, {"tf32", Precision::kTf32}},
+                        &ModelOptions::precision),
+      // Checked here, applied by ResolveGelu.
+      {"gelu_epilogue", "auto, tanh or exact",
+       [](std::string_view v, const std::filesystem::path&, ModelOptions*) {
+         return v == "auto" || v == "tanh" || v == "exact";
+       }},
+      Integer<int>("algo_candidates", "an integer > 0", 1, &ModelOptions::algo_candidates),
+      Boolean("fuse_epilogues", &ModelOptions::fuse_epilogues),
+      Choice<SmallBatchMode>("small_batch_kernel", "auto, always or off",
+                             {{"auto", SmallBatchMode::kAuto},
+                              {"always", SmallBatchMode::kAlways},
+                              {"off", SmallBatchMode::kOff}},
+                             &ModelOptions::small_batch),
+      Integer<int>("gpu_device", "an integer >= 0", 0, &ModelOptions::gpu_device),
+      Integer<std::size_t>("cublaslt_workspace_bytes", "an integer > 0", 1,
+                           &ModelOptions::workspace_bytes),
+      // Consumers see no model directory, so the cache file travels resolved.
+      {"algo_cache_file", "a file path (relative to the model directory)",
+       [](std::string_view v, const std::filesystem::path& model_dir, ModelOptions* options) {
+         if (v.empty()) return false;
+         options->algo_cache_file = (model_dir / v).lexically_normal().string();
+         return true;
+       }},
+      Boolean("cuda_graphs", &ModelOptions::cuda_graphs),
+      Choice<PathChoice>("execution_path", "auto, plan or torchscript",
+                         {{"auto", PathChoice::kAuto}, {"plan", PathChoice::kPlan},
+                          {"torchscript", PathChoice::kTorchScript}},
+                         &ModelOptions::execution_path),
+      Integer<std::optional<std::int64_t>>("max_sequence_length", "an integer > 0", 1,
+                                           &ModelOptions::max_sequence_length),
+      Integer<std::optional<std::int64_t>>("max_tokens_per_batch", "an integer > 0", 1,
+                                           &ModelOptions::max_tokens_per_batch),
+  };
+  return known;
+}
 
 // Triton's PyTorch backend settings; ltserve has its own execution paths and ignores them.
 constexpr std::array<std::string_view, 12> kTritonPytorch{
@@ -74,7 +127,7 @@ constexpr std::array<std::string_view, 12> kTritonPytorch{
 };
 
 const KnownParameter* FindKnown(std::string_view key) {
-  for (const auto& known : kKnown) {
+  for (const auto& known : Known()) {
     if (known.key == key) return &known;
   }
   return nullptr;
@@ -82,41 +135,81 @@ const KnownParameter* FindKnown(std::string_view key) {
 
 std::string KnownKeys() {
   std::string keys;
-  for (const auto& known : kKnown) {
+  for (const auto& known : Known()) {
     if (!keys.empty()) keys += ", ";
     keys += known.key;
   }
   return keys;
 }
 
+GeluMode ResolveGelu(std::string_view choice, Precision precision) {
+  if (choice == "tanh") return GeluMode::kTanhEpilogue;
+  if (choice == "exact") return GeluMode::kExact;
+  const bool half = precision == Precision::kBf16 || precision == Precision::kFp16;
+  return half ? GeluMode::kTanhEpilogue : GeluMode::kExact;
+}
+
 }  // namespace
+
+ParameterOutcome ParameterParser::Apply(const std::string& key, const std::string& value) {
+  if (std::find(kTritonPytorch.begin(), kTritonPytorch.end(), key) != kTritonPytorch.end()) {
+    return {ParameterOutcome::kIgnored,
+            "parameter '" + key + "' is a Triton PyTorch-backend setting; ltserve ignores it"};
+  }
+  const KnownParameter* known = FindKnown(key);
+  if (known == nullptr) {
+    return {ParameterOutcome::kUnknown,
+            "unknown parameter; ltserve knows " + KnownKeys() +
+                " (see docs/model_repository.md); remove it or fix its name"};
+  }
+  if (!known->apply(value, model_dir_, &options_)) {
+    return {ParameterOutcome::kInvalid,
+            "'" + value + "' is not valid; expected " + std::string(known->expected)};
+  }
+  if (key == "gelu_epilogue") gelu_ = value;
+  return {ParameterOutcome::kApplied, ""};
+}
+
+ModelOptions ParameterParser::Finish() && {
+  options_.gelu = ResolveGelu(gelu_, options_.precision);
+  return std::move(options_);
+}
 
 Status ValidateParameters(const inference::ModelConfig& config, const ConfigErrors& errors,
                           const std::filesystem::path& model_dir, ModelSpec* spec,
                           std::vector<std::string>* warnings) {
+  ParameterParser parser(model_dir);
   for (const auto& [key, parameter] : config.parameters()) {
-    const std::string& value = parameter.string_value();
-    if (std::find(kTritonPytorch.begin(), kTritonPytorch.end(), key) != kTritonPytorch.end()) {
-      warnings->push_back("parameter '" + key +
-                          "' is a Triton PyTorch-backend setting; ltserve ignores it");
-      continue;
+    ParameterOutcome outcome = parser.Apply(key, parameter.string_value());
+    switch (outcome.kind) {
+      case ParameterOutcome::kApplied: break;
+      case ParameterOutcome::kIgnored: warnings->push_back(std::move(outcome.message)); break;
+      case ParameterOutcome::kUnknown:
+        return errors.Invalid({{"parameters", -1, key}}, outcome.message);
+      case ParameterOutcome::kInvalid:
+        return errors.Invalid({{"parameters", -1, key}, {"value"}, {"string_value"}},
+                              outcome.message);
     }
-    const KnownParameter* known = FindKnown(key);
-    if (known == nullptr) {
-      return errors.Invalid({{"parameters", -1, key}},
-                            "unknown parameter; ltserve knows " + KnownKeys() +
-                                " (see docs/model_repository.md); remove it or fix its name");
-    }
-    if (!known->valid(value)) {
-      return errors.Invalid(
-          {{"parameters", -1, key}, {"value"}, {"string_value"}},
-          "'" + value + "' is not valid; expected " + std::string(known->expected));
-    }
-    // Consumers see no model directory, so the cache file travels resolved.
-    spec->parameters[key] =
-        key == "algo_cache_file" ? (model_dir / value).lexically_normal().string() : value;
   }
+  spec->options = std::move(parser).Finish();
   return Status::Ok();
 }
 
 }  // namespace ltserve::config::internal
+
+namespace ltserve::config {
+
+Result<ModelOptions> ParseModelOptions(const std::map<std::string, std::string>& parameters,
+                                       const std::filesystem::path& model_dir) {
+  internal::ParameterParser parser(model_dir);
+  for (const auto& [key, value] : parameters) {
+    internal::ParameterOutcome outcome = parser.Apply(key, value);
+    if (outcome.kind == internal::ParameterOutcome::kUnknown ||
+        outcome.kind == internal::ParameterOutcome::kInvalid) {
+      return InvalidArgument("parameter '" + key + "': " + outcome.message);
+    }
+  }
+  return std::move(parser).Finish();
+}
+
+}  // namespace ltserve::config

@@ -3,7 +3,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <charconv>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -106,42 +105,32 @@ class CpuPlanFactory : public ExecutorFactory {
   std::shared_ptr<const CpuModel> model_;
 };
 
-Result<std::int64_t> PositiveParameter(const ModelSpec& spec, const std::string& name,
-                                       std::int64_t fallback) {
-  auto found = spec.parameters.find(name);
-  if (found == spec.parameters.end()) return fallback;
-  std::int64_t value = 0;
-  const std::string& text = found->second;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < 1) {
-    return InvalidArgument("parameter " + name + " is '" + text + "'; expected an integer > 0");
-  }
-  return value;
-}
-
 // Per-token widths for a token plan ([seq, width] dims), per-sample widths otherwise.
 std::int64_t ConfiguredWidth(const TensorSpec& tensor, bool tokens) {
   return tokens && !tensor.dims.empty() ? tensor.dims.back() : aten::ElementCount(tensor.dims);
 }
 
 Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::Plan> plan,
-                                                   const ModelSpec& spec) {
-  if (spec.inputs.size() != 1 || spec.outputs.size() != 1) {
+                                                   const ModelSpec& spec,
+                                                   const std::optional<TokenLayout>& tokens) {
+  const std::vector<TensorSpec> inputs = ExecutorInputs(spec, tokens);
+  if (inputs.size() != 1 || spec.outputs.size() != 1) {
     return InvalidArgument("the CPU executor runs models of one input and one output; '" +
-                           spec.name + "' declares " + std::to_string(spec.inputs.size()) +
+                           spec.name + "' declares " + std::to_string(inputs.size()) +
                            " and " + std::to_string(spec.outputs.size()));
   }
   auto model = std::make_shared<CpuModel>();
-  LTSERVE_ASSIGN_OR_RETURN(model->input_dtype, PlanIoType(spec.inputs[0]));
+  LTSERVE_ASSIGN_OR_RETURN(model->input_dtype, PlanIoType(inputs[0]));
   LTSERVE_ASSIGN_OR_RETURN(model->output_dtype, PlanIoType(spec.outputs[0]));
   model->tokens = plan->input_kind() == plan::InputKind::kTokens;
-  if (model->tokens && (spec.max_batch_size < 1 || spec.inputs[0].dims.size() != 2)) {
-    return InvalidArgument("a token plan needs max_batch_size > 0 and input dims [seq, width]");
+  if (model->tokens && (!tokens || tokens->max_batch_tokens < 1 || inputs[0].dims.size() != 2)) {
+    return InvalidArgument("a token plan needs its token layout with a token budget and input "
+                           "dims [seq, width]");
   }
-  const std::int64_t input_width = ConfiguredWidth(spec.inputs[0], model->tokens);
+  const std::int64_t input_width = ConfiguredWidth(inputs[0], model->tokens);
   const std::int64_t output_width = ConfiguredWidth(spec.outputs[0], model->tokens);
   if (input_width != plan->input_width() || output_width != plan->output_width()) {
-    return InvalidArgument("config dims " + aten::DimsToString(spec.inputs[0].dims) + " -> " +
+    return InvalidArgument("config dims " + aten::DimsToString(inputs[0].dims) + " -> " +
                            aten::DimsToString(spec.outputs[0].dims) + " do not match the plan's " +
                            std::to_string(plan->input_width()) + " -> " +
                            std::to_string(plan->output_width()));
@@ -149,9 +138,7 @@ Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::P
   model->output_dims = spec.outputs[0].dims;
   model->has_batch_dim = spec.max_batch_size > 0;
   model->max_rows = std::max(spec.max_batch_size, 1);
-  if (model->tokens) {
-    LTSERVE_ASSIGN_OR_RETURN(model->max_rows, MaxBatchTokens(spec));
-  }
+  if (model->tokens) model->max_rows = tokens->max_batch_tokens;
   for (const plan::Op& op : plan->ops()) model->weights.push_back(WeightsOf(op));
   model->plan = std::move(plan);
   return std::shared_ptr<const CpuModel>(std::move(model));
@@ -159,21 +146,9 @@ Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::P
 
 }  // namespace
 
-Result<std::int64_t> MaxSequenceLength(const ModelSpec& spec) {
-  const std::int64_t configured_seq =
-      !spec.inputs.empty() && !spec.inputs[0].dims.empty() ? spec.inputs[0].dims[0] : -1;
-  return PositiveParameter(spec, "max_sequence_length",
-                           configured_seq > 0 ? configured_seq : kDefaultMaxSequenceLength);
-}
-
-Result<std::int64_t> MaxBatchTokens(const ModelSpec& spec) {
-  LTSERVE_ASSIGN_OR_RETURN(std::int64_t max_seq, MaxSequenceLength(spec));
-  return PositiveParameter(spec, "max_tokens_per_batch",
-                           std::max(spec.max_batch_size, 1) * max_seq);
-}
-
 Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
-    std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec) {
+    std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec,
+    const std::optional<TokenLayout>& tokens) {
   const std::string context = "CPU executor for model '" + spec.name + "': ";
   if (plan == nullptr) return InvalidArgument(context + "no plan (the model was not lowered)");
   Status status = plan->Validate();
@@ -181,7 +156,7 @@ Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
   if (!status.ok()) return status.WithContext(context);
   UseAllCores();
   try {
-    Result<std::shared_ptr<const CpuModel>> model = BuildModel(std::move(plan), spec);
+    Result<std::shared_ptr<const CpuModel>> model = BuildModel(std::move(plan), spec, tokens);
     if (!model.ok()) return model.status().WithContext(context);
     return std::unique_ptr<ExecutorFactory>(new CpuPlanFactory(std::move(model).value()));
   } catch (const std::exception& error) {

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "common/status.h"
 #include "executor/executor.h"
-#include "executor/model_spec.h"
+#include "model/model_spec.h"
+#include "model/token_layout.h"
 #include "plan/plan.h"
 
 namespace ltserve {
@@ -17,25 +19,13 @@ namespace ltserve {
 // fp32) whose dims hold the plan's input and output widths. Instances are sized for max_batch_size
 // rows (1 when the model has no batch dimension).
 //
-// Token plans (encoders, InputKind::kTokens): dims are [seq, width] per token; Execute takes
+// Token plans (encoders, InputKind::kTokens) come with their TokenLayout: the executor's input
+// is the layout's token input, dims [seq, width] per token; Execute takes
 // BatchShape::sequence_lengths, packed tokens in and [total_tokens, width_out] out, and runs
-// attention per sequence (ATen's scaled_dot_product_attention, fp32). Instances hold
-// MaxBatchTokens(spec) tokens.
+// attention per sequence (ATen's scaled_dot_product_attention, fp32). Instances hold the
+// layout's max_batch_tokens tokens.
 Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
-    std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec);
-
-// The longest sequence assumed when neither the config's seq dim nor max_sequence_length
-// gives one: BERT's limit, which covers most encoders exported from PyTorch.
-constexpr std::int64_t kDefaultMaxSequenceLength = 512;
-
-// The longest sequence one request of a token model may send (the scheduler refuses longer
-// ones): parameter max_sequence_length, else the config's seq dim when fixed, else
-// kDefaultMaxSequenceLength. INVALID_ARGUMENT for a malformed parameter.
-Result<std::int64_t> MaxSequenceLength(const ModelSpec& spec);
-
-// Tokens per executed batch of a token model, for every executor and the scheduler: parameter
-// max_tokens_per_batch, else max_batch_size × MaxSequenceLength(spec). INVALID_ARGUMENT for a
-// malformed parameter.
-Result<std::int64_t> MaxBatchTokens(const ModelSpec& spec);
+    std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec,
+    const std::optional<TokenLayout>& tokens);
 
 }  // namespace ltserve

@@ -16,12 +16,11 @@ std::string Fingerprint(int device) {
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const GpuModel> model,
-                                                         bool for_tuning) {
+Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const GpuModel> model) {
   std::unique_ptr<DeviceState> state(new DeviceState());
   state->model_ = model;
-  const ModelOptions& options = model->options();
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  const GpuModelOptions& options = model->options();
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.gpu_device));
   LTSERVE_ASSIGN_OR_RETURN(state->stream_, CreateStream());
   LTSERVE_ASSIGN_OR_RETURN(state->handle_, CreateLtHandle());
   LTSERVE_ASSIGN_OR_RETURN(state->workspace_,
@@ -62,7 +61,7 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
     for (std::size_t b = 0; b < model->buckets().size(); ++b) {
       LTSERVE_ASSIGN_OR_RETURN(Gemm gemm,
                                Gemm::Create(options.precision, step->Shape(model->buckets()[b])));
-      if (!for_tuning) gemm.set_algo(model->Algo(s, b));
+      if (model->tuned()) gemm.set_algo(model->Algo(s, b));
       state->gemms_[s].push_back(std::move(gemm));
     }
   }
@@ -107,7 +106,7 @@ Status DeviceState::SetSequences(std::span<const std::int32_t> lengths) {
 }
 
 Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_marks) {
-  const ModelOptions& options = model_->options();
+  const GpuModelOptions& options = model_->options();
   const plan::Plan& plan = model_->plan();
   const ElemType storage = StorageType(options.precision);
   const std::int64_t rows = model_->buckets()[bucket];
@@ -155,7 +154,7 @@ Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_mark
 Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, const GemmStep& step,
                                                      std::size_t bucket, AlgoCache& cache,
                                                      int* from_cache) {
-  const ModelOptions& options = model.options();
+  const GpuModelOptions& options = model.options();
   const GemmShape shape = step.Shape(model.buckets()[bucket]);
   LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, shape));
   const std::string key = shape.Key(options.precision, options.workspace_bytes);
@@ -178,7 +177,7 @@ Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, cons
 // Whether the small-batch kernel should replace cuBLASLt for this step and bucket.
 Result<bool> DeviceState::PreferSmallBatch(const GpuModel& model, const GemmStep& step,
                                            std::size_t bucket, const cublasLtMatmulAlgo_t& algo) {
-  const ModelOptions& options = model.options();
+  const GpuModelOptions& options = model.options();
   const std::int64_t rows = model.buckets()[bucket];
   const ElemType storage = StorageType(options.precision);
   if (options.small_batch == SmallBatchMode::kOff || !step.fused ||
@@ -209,66 +208,68 @@ GemmOperands DeviceState::Operands(const GpuModel& model, const GemmStep& step) 
                       Value(step.output)};
 }
 
-Status DeviceState::Tune(GpuModel& model) {
-  const ModelOptions& options = model.options_;
-  AlgoCache cache(Fingerprint(options.device));
+Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const GpuModel> model) {
+  if (model == nullptr || model->tuned()) return InvalidArgument("Tune takes an untuned model");
+  const GpuModelOptions& options = model->options();
+  AlgoCache cache(Fingerprint(options.gpu_device));
   if (!options.algo_cache_file.empty()) LTSERVE_RETURN_IF_ERROR(cache.Load(options.algo_cache_file));
   const std::size_t cached_before = cache.size();
   // Buffers of instance size, so candidates are timed on the real shapes and alignments, and
   // on random values: zeros run faster than real data and would skew the ranking.
-  // A non-owning shared_ptr: the state lives only within this call, the model outlives it.
-  std::shared_ptr<const GpuModel> view(&model, [](const GpuModel*) {});
-  LTSERVE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceState> state, Create(view, /*for_tuning=*/true));
+  LTSERVE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceState> state, Create(model));
   const ElemType storage = StorageType(options.precision);
   for (std::size_t v = 0; v < state->values_.size(); ++v) {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchFillRandom(
         state->values_[v].data(), storage, state->values_[v].bytes() / ElemSize(storage),
         static_cast<std::uint32_t>(v + 1), state->stream()));
   }
-  const std::size_t buckets = model.buckets_.size();
-  model.algos_.assign(model.steps_.size(), {});
-  model.small_batch_.assign(model.steps_.size(), std::vector<std::uint8_t>(buckets, 0));
+  const std::size_t buckets = model->buckets().size();
+  GemmTuning tuning;
+  tuning.steps = model->steps();
+  tuning.algos.assign(tuning.steps.size(), {});
+  tuning.small_batch.assign(tuning.steps.size(), std::vector<std::uint8_t>(buckets, 0));
   int from_cache = 0;
   int small_batch = 0;
-  for (std::size_t s = 0; s < model.steps_.size(); ++s) {
-    auto* step = std::get_if<GemmStep>(&model.steps_[s]);
+  for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
+    auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
     if (step == nullptr) continue;
     for (std::size_t b = 0; b < buckets; ++b) {
-      Result<cublasLtMatmulAlgo_t> algo = state->ChooseAlgo(model, *step, b, cache, &from_cache);
+      Result<cublasLtMatmulAlgo_t> algo = state->ChooseAlgo(*model, *step, b, cache, &from_cache);
       if (!algo.ok() && algo.status().code() == StatusCode::kNotFound && step->fused) {
-        model.notes_.push_back("linear " + std::to_string(step->k) + "->" +
+        tuning.notes.push_back("linear " + std::to_string(step->k) + "->" +
                                std::to_string(step->n) + " (plan op " + std::to_string(s) +
                                "): cuBLASLt has no fused algorithm at " +
-                               std::to_string(model.buckets_[b]) +
+                               std::to_string(model->buckets()[b]) +
                                " rows; running matmul + separate bias/activation kernel");
         step->fused = false;
         ChooseEpilogue(*step, options.gelu);
-        model.algos_[s].clear();
-        model.small_batch_[s].assign(buckets, 0);
+        tuning.algos[s].clear();
+        tuning.small_batch[s].assign(buckets, 0);
         b = static_cast<std::size_t>(-1);  // every bucket again, unfused (the loop's ++b wraps)
         continue;
       }
       if (!algo.ok()) return algo.status();
-      model.algos_[s].push_back(algo.value());
-      LTSERVE_ASSIGN_OR_RETURN(const bool prefer, state->PreferSmallBatch(model, *step, b, algo.value()));
-      model.small_batch_[s][b] = prefer ? 1 : 0;
+      tuning.algos[s].push_back(algo.value());
+      LTSERVE_ASSIGN_OR_RETURN(const bool prefer,
+                               state->PreferSmallBatch(*model, *step, b, algo.value()));
+      tuning.small_batch[s][b] = prefer ? 1 : 0;
     }
-    for (std::uint8_t chosen : model.small_batch_[s]) small_batch += chosen;
+    for (std::uint8_t chosen : tuning.small_batch[s]) small_batch += chosen;
   }
   if (from_cache > 0) {
     // Repeated shapes (the layers of an encoder) hit the cache too, file or not.
-    model.notes_.push_back(std::to_string(from_cache) + " GEMM algorithms from the cache" +
+    tuning.notes.push_back(std::to_string(from_cache) + " GEMM algorithms from the cache" +
                            (options.algo_cache_file.empty() ? std::string(" (shapes timed earlier in this load)")
                                                             : " (" + options.algo_cache_file + ")"));
   }
   if (small_batch > 0) {
-    model.notes_.push_back("small-batch kernel for " + std::to_string(small_batch) +
+    tuning.notes.push_back("small-batch kernel for " + std::to_string(small_batch) +
                            " GEMM buckets");
   }
   if (!options.algo_cache_file.empty() && cache.size() != cached_before) {
     LTSERVE_RETURN_IF_ERROR(cache.Save(options.algo_cache_file));
   }
-  return Status::Ok();
+  return model->WithTuning(std::move(tuning));
 }
 
 }  // namespace ltserve::gpu

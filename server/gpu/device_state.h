@@ -24,9 +24,9 @@ namespace ltserve::gpu {
 
 class DeviceState {
  public:
-  // Sets each GEMM's algorithm from the model unless `for_tuning`.
-  static Result<std::unique_ptr<DeviceState>> Create(std::shared_ptr<const GpuModel> model,
-                                                     bool for_tuning);
+  // Sets each GEMM's algorithm from the model when it is tuned (an untuned model's state is
+  // Tune's scratch).
+  static Result<std::unique_ptr<DeviceState>> Create(std::shared_ptr<const GpuModel> model);
 
   cudaStream_t stream() const { return stream_.get(); }
   // Where the host copies input rows to, and reads output rows from.
@@ -44,9 +44,10 @@ class DeviceState {
   // step_marks[s] on the stream right after step s.
   Status Forward(std::size_t bucket, std::span<const Event> step_marks = {});
 
-  // Chooses every GEMM's algorithm on this state's buffers, turning a layer cuBLASLt cannot
-  // fuse into matmul + pointwise; uses and updates the model's algorithm cache file.
-  static Status Tune(GpuModel& model);
+  // Chooses every GEMM's algorithm of an untuned model on a state of its own, turning a layer
+  // cuBLASLt cannot fuse into matmul + pointwise; uses and updates the model's algorithm cache
+  // file. Returns the tuned model (GpuModel::WithTuning); `model` is left as it was.
+  static Result<std::shared_ptr<const GpuModel>> Tune(std::shared_ptr<const GpuModel> model);
 
  private:
   DeviceState() = default;

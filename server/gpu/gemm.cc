@@ -33,16 +33,6 @@ bool HasBias(cublasLtEpilogue_t epilogue) {
 
 }  // namespace
 
-const char* PrecisionName(Precision precision) {
-  switch (precision) {
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-    case Precision::kFp32: return "fp32";
-    case Precision::kTf32: return "tf32";
-  }
-  return "?";
-}
-
 ElemType StorageType(Precision precision) {
   switch (precision) {
     case Precision::kBf16: return ElemType::kBf16;

@@ -18,11 +18,10 @@
 #include "common/status.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/kernels.h"
+#include "model/model_options.h"
 
 namespace ltserve::gpu {
 
-enum class Precision : std::uint8_t { kBf16, kFp16, kFp32, kTf32 };
-const char* PrecisionName(Precision precision);
 ElemType StorageType(Precision precision);
 
 struct GemmShape {

@@ -9,9 +9,11 @@
 #include <type_traits>
 #include <variant>
 
+#include "gpu/bucket_graphs.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/device_state.h"
+#include "gpu/gpu_factory.h"
 #include "gpu/gpu_model.h"
 
 namespace ltserve {
@@ -24,8 +26,8 @@ class GpuInstance final : public ExecutorInstance {
   static Result<std::unique_ptr<GpuInstance>> Create(std::shared_ptr<const GpuModel> model) {
     std::unique_ptr<GpuInstance> instance(new GpuInstance());
     instance->model_ = model;
-    LTSERVE_ASSIGN_OR_RETURN(instance->state_, DeviceState::Create(model, /*for_tuning=*/false));
-    const ModelOptions& options = model->options();
+    LTSERVE_ASSIGN_OR_RETURN(instance->state_, DeviceState::Create(model));
+    const GpuModelOptions& options = model->options();
     const auto rows = static_cast<std::size_t>(options.capacity_rows);
     LTSERVE_ASSIGN_OR_RETURN(
         instance->pinned_input_,
@@ -38,7 +40,9 @@ class GpuInstance final : public ExecutorInstance {
     for (Event& event : instance->events_) {
       LTSERVE_ASSIGN_OR_RETURN(event, CreateEvent(/*timing=*/true));
     }
-    LTSERVE_RETURN_IF_ERROR(instance->WarmUpAndCapture());
+    LTSERVE_ASSIGN_OR_RETURN(instance->graphs_,
+                             BucketGraphs::Capture(*instance->state_, model->buckets().size(),
+                                                   options.cuda_graphs));
     return instance;
   }
 
@@ -63,8 +67,8 @@ class GpuInstance final : public ExecutorInstance {
       last_batch_ = shape.batch_size;
       return Status::Ok();
     }
-    const ModelOptions& options = model_->options();
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+    const GpuModelOptions& options = model_->options();
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.gpu_device));
     const std::size_t bucket = model_->BucketFor(rows);
     const auto in_bytes = static_cast<std::size_t>(rows * model_->plan().input_width()) *
                           ElemSize(options.input_type);
@@ -118,79 +122,6 @@ class GpuInstance final : public ExecutorInstance {
     return shape;
   }
 
-  Result<double> TimeTokenForward(std::span<const std::int32_t> lengths, int iterations) {
-    if (model_->plan().input_kind() != plan::InputKind::kTokens) {
-      return InvalidArgument("TimeTokenForward needs a token model");
-    }
-    BatchShape shape;
-    shape.batch_size = static_cast<std::int64_t>(lengths.size());
-    shape.sequence_lengths = lengths;
-    LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, Rows(shape));
-    LTSERVE_RETURN_IF_ERROR(state_->SetSequences(lengths));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state_->stream()));
-    return TimeForward(rows, iterations);
-  }
-
-  Result<std::vector<GpuStepTime>> ProfileTokenForward(std::span<const std::int32_t> lengths,
-                                                       int iterations) {
-    BatchShape shape;
-    shape.batch_size = static_cast<std::int64_t>(lengths.size());
-    shape.sequence_lengths = lengths;
-    LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, Rows(shape));
-    if (iterations < 1) return InvalidArgument("ProfileTokenForward: iterations < 1");
-    const std::vector<Step>& steps = model_->steps();
-    std::vector<Event> marks;
-    for (std::size_t s = 0; s <= steps.size(); ++s) {
-      LTSERVE_ASSIGN_OR_RETURN(Event event, CreateEvent(/*timing=*/true));
-      marks.push_back(std::move(event));
-    }
-    LTSERVE_RETURN_IF_ERROR(state_->SetSequences(lengths));
-    const std::size_t bucket = model_->BucketFor(rows);
-    cudaStream_t stream = state_->stream();
-    std::vector<GpuStepTime> times(steps.size());
-    for (std::size_t s = 0; s < steps.size(); ++s) {
-      times[s].kind = std::visit(
-          [](const auto& step) -> std::string {
-            using T = std::decay_t<decltype(step)>;
-            if constexpr (std::is_same_v<T, GemmStep>) return "gemm";
-            if constexpr (std::is_same_v<T, AttentionStep>) return "attention";
-            if constexpr (std::is_same_v<T, LayerNormStep>) return "layernorm";
-            return "pointwise";
-          },
-          steps[s]);
-    }
-    LTSERVE_RETURN_IF_ERROR(state_->Forward(bucket));  // warm-up
-    for (int i = 0; i < iterations; ++i) {
-      LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks.front().get(), stream));
-      LTSERVE_RETURN_IF_ERROR(
-          state_->Forward(bucket, std::span<const Event>(marks).subspan(1)));
-      LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(marks.back().get()));
-      for (std::size_t s = 0; s < steps.size(); ++s) {
-        float ms = 0;
-        LTSERVE_CUDA_RETURN_IF_ERROR(
-            cudaEventElapsedTime(&ms, marks[s].get(), marks[s + 1].get()));
-        times[s].us += static_cast<double>(ms) * 1e3 / iterations;
-      }
-    }
-    return times;
-  }
-
-  Result<double> TimeForward(std::int64_t rows, int iterations) {
-    if (rows < 1 || rows > model_->options().capacity_rows || iterations < 1) {
-      return InvalidArgument("TimeForward: rows or iterations out of range");
-    }
-    const std::size_t bucket = model_->BucketFor(rows);
-    cudaStream_t stream = state_->stream();
-    LTSERVE_RETURN_IF_ERROR(Launch(bucket));  // warm-up
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[0].get(), stream));
-    for (int i = 0; i < iterations; ++i) LTSERVE_RETURN_IF_ERROR(Launch(bucket));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[1].get(), stream));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events_[1].get()));
-    float ms = 0;
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[0].get(), events_[1].get()));
-    return static_cast<double>(ms) * 1e3 / iterations;
-  }
-
  private:
   GpuInstance() = default;
 
@@ -219,43 +150,14 @@ class GpuInstance final : public ExecutorInstance {
     return rows;
   }
 
-  Status Launch(std::size_t bucket) {
-    if (graphs_.empty()) return state_->Forward(bucket);
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[bucket].get(), state_->stream()));
-    return Status::Ok();
-  }
-
-  // One eager pass per bucket first: it loads kernels and lets cuBLASLt finish its lazy setup,
-  // neither of which may happen under capture.
-  Status WarmUpAndCapture() {
-    cudaStream_t stream = state_->stream();
-    const std::size_t buckets = model_->buckets().size();
-    for (std::size_t b = 0; b < buckets; ++b) LTSERVE_RETURN_IF_ERROR(state_->Forward(b));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    if (!model_->options().cuda_graphs) return Status::Ok();
-    std::vector<GraphExec> graphs;
-    for (std::size_t b = 0; b < buckets; ++b) {
-      LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      const Status forward = state_->Forward(b);
-      cudaGraph_t raw = nullptr;
-      const cudaError_t end = cudaStreamEndCapture(stream, &raw);
-      Graph graph(raw);
-      LTSERVE_RETURN_IF_ERROR(forward);
-      if (end != cudaSuccess) return CudaError(end, "cudaStreamEndCapture", __FILE__, __LINE__);
-      cudaGraphExec_t exec = nullptr;
-      LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0));
-      graphs.emplace_back(exec);
-    }
-    graphs_ = std::move(graphs);
-    return Status::Ok();
-  }
+  Status Launch(std::size_t bucket) { return graphs_.Launch(*state_, bucket); }
 
   std::shared_ptr<const GpuModel> model_;
   std::unique_ptr<DeviceState> state_;
   PinnedBuffer pinned_input_;
   PinnedBuffer pinned_output_;
   std::array<Event, 4> events_;
-  std::vector<GraphExec> graphs_;  // [bucket]; empty when graphs are off
+  BucketGraphs graphs_;
   std::int64_t last_rows_ = 0;
   std::int64_t last_batch_ = 0;
 };
@@ -263,20 +165,12 @@ class GpuInstance final : public ExecutorInstance {
 // Thread-safety: CreateInstance may be called from any thread; the model is immutable.
 class GpuFactory final : public ExecutorFactory {
  public:
-  static Result<std::unique_ptr<ExecutorFactory>> Create(std::shared_ptr<const plan::Plan> plan,
-                                                         const ModelSpec& spec) {
-    std::string reason;
-    if (!GpuAvailable(&reason)) return Unavailable(reason);
-    LTSERVE_ASSIGN_OR_RETURN(std::shared_ptr<GpuModel> model,
-                             GpuModel::Create(std::move(plan), spec));
-    LTSERVE_RETURN_IF_ERROR(DeviceState::Tune(*model));
-    return std::unique_ptr<ExecutorFactory>(new GpuFactory(std::move(model)));
-  }
+  explicit GpuFactory(std::shared_ptr<const GpuModel> model) : model_(std::move(model)) {}
 
   ExecutionPath path() const override { return ExecutionPath::kGpuFused; }
 
   std::string Describe() const override {
-    const ModelOptions& options = model_->options();
+    const GpuModelOptions& options = model_->options();
     std::ostringstream out;
     out << "cuBLASLt " << PrecisionName(options.precision) << ", " << model_->gemms()
         << " GEMMs (" << model_->fused_gemms() << " with fused epilogue), "
@@ -295,11 +189,25 @@ class GpuFactory final : public ExecutorFactory {
   }
 
  private:
-  explicit GpuFactory(std::shared_ptr<const GpuModel> model) : model_(std::move(model)) {}
   std::shared_ptr<const GpuModel> model_;
 };
 
 }  // namespace
+
+Result<std::shared_ptr<const GpuModel>> LoadGpuModel(std::shared_ptr<const plan::Plan> plan,
+                                                     const ModelSpec& spec,
+                                                     const std::optional<TokenLayout>& tokens) {
+  std::string reason;
+  if (!GpuAvailable(&reason)) return Unavailable(reason);
+  LTSERVE_ASSIGN_OR_RETURN(std::shared_ptr<const GpuModel> untuned,
+                           GpuModel::Create(std::move(plan), spec, tokens));
+  return DeviceState::Tune(std::move(untuned));
+}
+
+std::unique_ptr<ExecutorFactory> CreateGpuFactory(std::shared_ptr<const GpuModel> model) {
+  return std::make_unique<GpuFactory>(std::move(model));
+}
+
 }  // namespace gpu
 
 bool GpuAvailable(std::string* reason) {
@@ -325,29 +233,11 @@ bool GpuAvailable(std::string* reason) {
 }
 
 Result<std::unique_ptr<ExecutorFactory>> CreateGpuExecutorFactory(
-    std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec) {
-  return gpu::GpuFactory::Create(std::move(plan), spec);
-}
-
-Result<double> GpuTimeForward(ExecutorInstance& instance, std::int64_t rows, int iterations) {
-  auto* gpu_instance = dynamic_cast<gpu::GpuInstance*>(&instance);
-  if (gpu_instance == nullptr) return InvalidArgument("GpuTimeForward needs a GPU instance");
-  return gpu_instance->TimeForward(rows, iterations);
-}
-
-Result<std::vector<GpuStepTime>> GpuProfileTokenForward(
-    ExecutorInstance& instance, std::span<const std::int32_t> sequence_lengths, int iterations) {
-  auto* gpu_instance = dynamic_cast<gpu::GpuInstance*>(&instance);
-  if (gpu_instance == nullptr) return InvalidArgument("GpuProfileTokenForward needs a GPU instance");
-  return gpu_instance->ProfileTokenForward(sequence_lengths, iterations);
-}
-
-Result<double> GpuTimeTokenForward(ExecutorInstance& instance,
-                                   std::span<const std::int32_t> sequence_lengths,
-                                   int iterations) {
-  auto* gpu_instance = dynamic_cast<gpu::GpuInstance*>(&instance);
-  if (gpu_instance == nullptr) return InvalidArgument("GpuTimeTokenForward needs a GPU instance");
-  return gpu_instance->TimeTokenForward(sequence_lengths, iterations);
+    std::shared_ptr<const plan::Plan> plan, const ModelSpec& spec,
+    const std::optional<TokenLayout>& tokens) {
+  LTSERVE_ASSIGN_OR_RETURN(std::shared_ptr<const gpu::GpuModel> model,
+                           gpu::LoadGpuModel(std::move(plan), spec, tokens));
+  return gpu::CreateGpuFactory(std::move(model));
 }
 
 }  // namespace ltserve

@@ -9,24 +9,8 @@ bool GpuAvailable(std::string* reason) {
 }
 
 Result<std::unique_ptr<ExecutorFactory>> CreateGpuExecutorFactory(
-    std::shared_ptr<const plan::Plan> /*plan*/, const ModelSpec& /*spec*/) {
-  return Unavailable("built without CUDA");
-}
-
-Result<double> GpuTimeForward(ExecutorInstance& /*instance*/, std::int64_t /*rows*/,
-                              int /*iterations*/) {
-  return Unavailable("built without CUDA");
-}
-
-Result<double> GpuTimeTokenForward(ExecutorInstance& /*instance*/,
-                                   std::span<const std::int32_t> /*sequence_lengths*/,
-                                   int /*iterations*/) {
-  return Unavailable("built without CUDA");
-}
-
-Result<std::vector<GpuStepTime>> GpuProfileTokenForward(
-    ExecutorInstance& /*instance*/, std::span<const std::int32_t> /*sequence_lengths*/,
-    int /*iterations*/) {
+    std::shared_ptr<const plan::Plan> /*plan*/, const ModelSpec& /*spec*/,
+    const std::optional<TokenLayout>& /*tokens*/) {
   return Unavailable("built without CUDA");
 }
 

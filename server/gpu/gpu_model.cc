@@ -16,42 +16,6 @@ namespace {
 // and its heuristic is told all pointers are 256-byte aligned (gemm.cc).
 constexpr std::size_t kTensorAlignment = 256;
 
-std::string Param(const ModelSpec& spec, const std::string& name, const std::string& fallback) {
-  const auto it = spec.parameters.find(name);
-  return it == spec.parameters.end() ? fallback : it->second;
-}
-
-// A parameter with a fixed set of spellings, e.g. precision: bf16 | fp16 | fp32 | tf32.
-template <typename T>
-Result<T> ChoiceParam(const ModelSpec& spec, const std::string& name, const std::string& fallback,
-                      const std::vector<std::pair<std::string, T>>& choices) {
-  const std::string value = Param(spec, name, fallback);
-  std::string expected;
-  for (const auto& [spelling, choice] : choices) {
-    if (value == spelling) return choice;
-    expected += (expected.empty() ? "" : ", ") + spelling;
-  }
-  return InvalidArgument("parameter " + name + " = '" + value + "': expected one of " + expected);
-}
-
-Result<std::int64_t> IntParam(const ModelSpec& spec, const std::string& name,
-                              std::int64_t fallback, std::int64_t min_value) {
-  const auto it = spec.parameters.find(name);
-  if (it == spec.parameters.end()) return fallback;
-  std::size_t used = 0;
-  std::int64_t value = 0;
-  try {
-    value = std::stoll(it->second, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != it->second.size() || value < min_value) {
-    return InvalidArgument("parameter " + name + " = '" + it->second +
-                           "': expected an integer >= " + std::to_string(min_value));
-  }
-  return value;
-}
-
 Result<ElemType> IoType(const std::vector<TensorSpec>& tensors, const char* what) {
   if (tensors.empty()) return ElemType::kFp32;
   if (tensors.size() != 1) {
@@ -142,42 +106,11 @@ void ChooseEpilogue(GemmStep& step, GeluMode gelu) {
   step.needs_pointwise = step.after != plan::Activation::kNone;
 }
 
-Result<ModelOptions> ParseModelOptions(const plan::Plan& plan, const ModelSpec& spec) {
-  ModelOptions options;
-  LTSERVE_ASSIGN_OR_RETURN(
-      options.precision,
-      ChoiceParam<Precision>(spec, "precision", "bf16",
-                             {{"bf16", Precision::kBf16}, {"fp16", Precision::kFp16},
-                              {"fp32", Precision::kFp32}, {"tf32", Precision::kTf32}}));
-  // In 16-bit storage the tanh approximation's error is far below one rounding step of the
-  // output (docs/gpu_executor.md), so "auto" fuses it there and keeps erf in fp32/tf32.
-  const bool half = options.precision == Precision::kBf16 || options.precision == Precision::kFp16;
-  const GeluMode auto_gelu = half ? GeluMode::kTanhEpilogue : GeluMode::kExact;
-  LTSERVE_ASSIGN_OR_RETURN(
-      options.gelu,
-      ChoiceParam<GeluMode>(spec, "gelu_epilogue", "auto",
-                            {{"auto", auto_gelu}, {"tanh", GeluMode::kTanhEpilogue},
-                             {"exact", GeluMode::kExact}}));
-  LTSERVE_ASSIGN_OR_RETURN(
-      options.small_batch,
-      ChoiceParam<SmallBatchMode>(spec, "small_batch_kernel", "auto",
-                                  {{"auto", SmallBatchMode::kAuto},
-                                   {"always", SmallBatchMode::kAlways},
-                                   {"off", SmallBatchMode::kOff}}));
-  const std::vector<std::pair<std::string, bool>> booleans{{"true", true}, {"false", false}};
-  LTSERVE_ASSIGN_OR_RETURN(options.cuda_graphs,
-                           ChoiceParam<bool>(spec, "cuda_graphs", "true", booleans));
-  LTSERVE_ASSIGN_OR_RETURN(options.fuse_epilogues,
-                           ChoiceParam<bool>(spec, "fuse_epilogues", "true", booleans));
-  LTSERVE_ASSIGN_OR_RETURN(std::int64_t workspace,
-                           IntParam(spec, "cublaslt_workspace_bytes", 32 << 20, 0));
-  options.workspace_bytes = static_cast<std::size_t>(workspace);
-  LTSERVE_ASSIGN_OR_RETURN(std::int64_t candidates, IntParam(spec, "algo_candidates", 8, 1));
-  options.algo_candidates = static_cast<int>(candidates);
-  LTSERVE_ASSIGN_OR_RETURN(std::int64_t device, IntParam(spec, "gpu_device", 0, 0));
-  options.device = static_cast<int>(device);
-  options.algo_cache_file = Param(spec, "algo_cache_file", "");
-  LTSERVE_ASSIGN_OR_RETURN(options.input_type, IoType(spec.inputs, "input"));
+Result<GpuModelOptions> DeriveGpuOptions(const plan::Plan& plan, const ModelSpec& spec,
+                                         const std::optional<TokenLayout>& tokens) {
+  GpuModelOptions options;
+  static_cast<ModelOptions&>(options) = spec.options;
+  LTSERVE_ASSIGN_OR_RETURN(options.input_type, IoType(ExecutorInputs(spec, tokens), "input"));
   LTSERVE_ASSIGN_OR_RETURN(options.output_type, IoType(spec.outputs, "output"));
 
   options.output_dims = {plan.output_width()};
@@ -186,37 +119,40 @@ Result<ModelOptions> ParseModelOptions(const plan::Plan& plan, const ModelSpec& 
     for (std::int64_t dim : spec.outputs[0].dims) product *= dim > 0 ? dim : -1;
     if (product == plan.output_width()) options.output_dims = spec.outputs[0].dims;
   }
-  const std::int64_t max_batch = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
   if (plan.input_kind() == plan::InputKind::kRows) {
-    options.capacity_rows = max_batch;
-  } else {
-    std::int64_t per_sequence = 0;
-    if (!spec.inputs.empty() && !spec.inputs[0].dims.empty() && spec.inputs[0].dims[0] > 0) {
-      per_sequence = spec.inputs[0].dims[0];
-    }
-    LTSERVE_ASSIGN_OR_RETURN(options.capacity_rows,
-                             IntParam(spec, "max_tokens_per_batch", max_batch * per_sequence, 1));
-    if (options.capacity_rows < 1) {
-      return InvalidArgument(
-          "a token model whose sequence length is variable needs the parameter "
-          "max_tokens_per_batch (the packed tokens an instance is sized for)");
-    }
+    options.capacity_rows = spec.max_batch_size > 0 ? spec.max_batch_size : 1;
+    return options;
   }
+  if (!tokens || tokens->max_batch_tokens < 1) {
+    return InvalidArgument("a token plan needs the model's token layout with a token budget");
+  }
+  options.capacity_rows = tokens->max_batch_tokens;
   return options;
 }
 
-Result<std::shared_ptr<GpuModel>> GpuModel::Create(std::shared_ptr<const plan::Plan> plan,
-                                                   const ModelSpec& spec) {
+Result<std::shared_ptr<const GpuModel>> GpuModel::Create(std::shared_ptr<const plan::Plan> plan,
+                                                         const ModelSpec& spec,
+                                                         const std::optional<TokenLayout>& tokens) {
   if (plan == nullptr) return InvalidArgument("no plan given to the GPU executor");
   LTSERVE_RETURN_IF_ERROR(plan->Validate());
   std::shared_ptr<GpuModel> model(new GpuModel());
   model->plan_ = std::move(plan);
-  LTSERVE_ASSIGN_OR_RETURN(model->options_, ParseModelOptions(*model->plan_, spec));
+  LTSERVE_ASSIGN_OR_RETURN(model->options_, DeriveGpuOptions(*model->plan_, spec, tokens));
   model->buckets_ = Buckets(model->plan_->input_kind(), model->options_.capacity_rows);
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(model->options_.device));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(model->options_.gpu_device));
   LTSERVE_RETURN_IF_ERROR(model->Lower());
   LTSERVE_RETURN_IF_ERROR(model->Upload());
-  return model;
+  return std::shared_ptr<const GpuModel>(std::move(model));
+}
+
+std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
+  std::shared_ptr<GpuModel> tuned(new GpuModel(*this));
+  tuned->steps_ = std::move(tuning.steps);
+  tuned->algos_ = std::move(tuning.algos);
+  tuned->small_batch_ = std::move(tuning.small_batch);
+  tuned->notes_.insert(tuned->notes_.end(), tuning.notes.begin(), tuning.notes.end());
+  tuned->tuned_ = true;
+  return tuned;
 }
 
 std::size_t GpuModel::BucketFor(std::int64_t rows) const {
@@ -271,11 +207,13 @@ Status GpuModel::Lower() {
 }
 
 Status GpuModel::Upload() {
-  LTSERVE_ASSIGN_OR_RETURN(weights_, DeviceBuffer::Create(host_weights_.size(), "model weights"));
+  LTSERVE_ASSIGN_OR_RETURN(DeviceBuffer weights,
+                           DeviceBuffer::Create(host_weights_.size(), "model weights"));
   if (!host_weights_.empty()) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(weights_.data(), host_weights_.data(),
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(weights.data(), host_weights_.data(),
                                             host_weights_.size(), cudaMemcpyHostToDevice));
   }
+  weights_ = std::make_shared<const DeviceBuffer>(std::move(weights));
   std::vector<std::byte>().swap(host_weights_);
   return Status::Ok();
 }

@@ -2,6 +2,9 @@
 // config, the plan lowered to steps (fused GEMMs and the kernels for what does not fuse), the
 // packed device weights, the batch buckets and the algorithm chosen per GEMM and bucket.
 //
+// Create lowers and uploads an untuned model; DeviceState::Tune times the GEMMs on it and returns
+// the tuned model (WithTuning), a new object sharing the uploaded weights.
+//
 // Thread-safety: immutable after Create; any number of instances read it concurrently.
 #pragma once
 
@@ -9,13 +12,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "common/status.h"
 #include "gpu/buckets.h"
-#include "executor/model_spec.h"
+#include "model/model_spec.h"
+#include "model/token_layout.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/gemm.h"
 #include "gpu/kernels.h"
@@ -23,21 +28,9 @@
 
 namespace ltserve::gpu {
 
-enum class GeluMode : std::uint8_t { kTanhEpilogue, kExact };
-// When to run a few-row Linear with the small-batch kernel (kernels.h) instead of cuBLASLt:
-// kAuto where it timed faster at load, kAlways wherever it can (tests), kOff never.
-enum class SmallBatchMode : std::uint8_t { kAuto, kAlways, kOff };
-
-struct ModelOptions {
-  Precision precision = Precision::kBf16;
-  GeluMode gelu = GeluMode::kTanhEpilogue;
-  std::size_t workspace_bytes = std::size_t{32} << 20;
-  int algo_candidates = 8;
-  std::string algo_cache_file;
-  bool cuda_graphs = true;
-  SmallBatchMode small_batch = SmallBatchMode::kAuto;
-  bool fuse_epilogues = true;  // false: every Linear runs unfused (for tests and debugging)
-  int device = 0;
+// The model's options (model/model_options.h) and what the GPU derives from the config and
+// the plan: how many rows an instance holds and the dtypes and dims at its edges.
+struct GpuModelOptions : ModelOptions {
   std::int64_t capacity_rows = 1;  // rows (samples or packed tokens) an instance is sized for
   ElemType input_type = ElemType::kFp32;   // I/O dtypes as the client sends and receives them
   ElemType output_type = ElemType::kFp32;
@@ -45,7 +38,10 @@ struct ModelOptions {
   std::vector<std::int64_t> output_dims;
 };
 
-Result<ModelOptions> ParseModelOptions(const plan::Plan& plan, const ModelSpec& spec);
+// From the spec's typed options and, for a token model, its layout (the executor's inputs and
+// its token budget). INVALID_ARGUMENT for I/O the GPU executor cannot serve.
+Result<GpuModelOptions> DeriveGpuOptions(const plan::Plan& plan, const ModelSpec& spec,
+                                         const std::optional<TokenLayout>& tokens);
 
 constexpr std::size_t kNoOffset = static_cast<std::size_t>(-1);
 
@@ -108,20 +104,36 @@ struct AttentionStep {
 
 using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep, AttentionStep>;
 
+// What tuning chose for a model: its steps (a layer cuBLASLt cannot fuse comes back as matmul +
+// pointwise), and per GEMM step and bucket the algorithm and whether the small-batch kernel
+// runs instead; notes for the load log.
+struct GemmTuning {
+  std::vector<Step> steps;
+  std::vector<std::vector<cublasLtMatmulAlgo_t>> algos;  // [step][bucket], GEMM steps only
+  std::vector<std::vector<std::uint8_t>> small_batch;    // [step][bucket], GEMM steps only
+  std::vector<std::string> notes;
+};
+
 class GpuModel {
  public:
-  // Lowers and uploads; choosing the algorithms (which needs instance-sized buffers) is Tune's.
-  static Result<std::shared_ptr<GpuModel>> Create(std::shared_ptr<const plan::Plan> plan,
-                                                  const ModelSpec& spec);
+  // Lowers and uploads; choosing the algorithms (which needs instance-sized buffers) is
+  // DeviceState::Tune's. `tokens` is the layout of a token plan (required for one).
+  static Result<std::shared_ptr<const GpuModel>> Create(std::shared_ptr<const plan::Plan> plan,
+                                                        const ModelSpec& spec,
+                                                        const std::optional<TokenLayout>& tokens);
+  // The tuned model: this one's plan, options and weights with `tuning`'s steps and algorithms.
+  std::shared_ptr<const GpuModel> WithTuning(GemmTuning tuning) const;
+  // True for a model WithTuning made: Algo and SmallBatch answer for every GEMM step and bucket.
+  bool tuned() const { return tuned_; }
 
   const plan::Plan& plan() const { return *plan_; }
-  const ModelOptions& options() const { return options_; }
+  const GpuModelOptions& options() const { return options_; }
   const std::vector<Step>& steps() const { return steps_; }
   const std::vector<std::int64_t>& buckets() const { return buckets_; }
   // Index of the smallest bucket holding `rows` (rows <= capacity_rows).
   std::size_t BucketFor(std::int64_t rows) const;
   const void* Weight(std::size_t offset) const {
-    return offset == kNoOffset ? nullptr : static_cast<const std::byte*>(weights_.data()) + offset;
+    return offset == kNoOffset ? nullptr : static_cast<const std::byte*>(weights_->data()) + offset;
   }
   const cublasLtMatmulAlgo_t& Algo(std::size_t step, std::size_t bucket) const {
     return algos_[step][bucket];
@@ -137,20 +149,21 @@ class GpuModel {
   bool has_attention() const;
 
  private:
-  friend class DeviceState;  // DeviceState::Tune fills algos_ and may unfuse steps
   GpuModel() = default;
+  GpuModel(const GpuModel&) = default;  // WithTuning's copy; the weights are shared
   Status Lower();
   Status Upload();
 
   std::shared_ptr<const plan::Plan> plan_;
-  ModelOptions options_;
+  GpuModelOptions options_;
   std::vector<Step> steps_;
   std::vector<std::int64_t> buckets_;
   std::vector<std::byte> host_weights_;  // packed, freed after upload
-  DeviceBuffer weights_;
+  std::shared_ptr<const DeviceBuffer> weights_;
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos_;  // [step][bucket], GEMM steps only
   std::vector<std::vector<std::uint8_t>> small_batch_;    // [step][bucket], GEMM steps only
   std::vector<std::string> notes_;
+  bool tuned_ = false;
 };
 
 }  // namespace ltserve::gpu

@@ -180,16 +180,9 @@ grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
                                                        const inference::ModelReadyRequest* request,
                                                        inference::ModelReadyResponse* response) {
-  auto repository = Repository();
-  if (!repository.ok()) {
-    response->set_ready(false);
-    return FinishNow(context, Status::Ok());
-  }
-  auto model = (*repository)->Find(request->name(), request->version());
-  if (!model.ok() && model.status().code() == StatusCode::kNotFound) {
-    return FinishNow(context, model.status());
-  }
-  response->set_ready(model.ok() && !lifecycle_->shutting_down.load());
+  Result<bool> ready = lifecycle_->ModelReady(request->name(), request->version());
+  if (!ready.ok()) return FinishNow(context, ready.status());
+  response->set_ready(*ready);
   return FinishNow(context, Status::Ok());
 }
 

@@ -7,29 +7,14 @@
 // repository and the atomic lifecycle flags in ServerLifecycle.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 
 #include "grpc_service.grpc.pb.h"
 #include "repository/model_repository.h"
+#include "repository/server_lifecycle.h"
 
 namespace ltserve {
-
-// What the service needs to know of the server's lifecycle; owned by the app. The gRPC server
-// starts before the models load (so liveness answers during a long load); until then
-// `repository` is null and inference answers UNAVAILABLE.
-struct ServerLifecycle {
-  std::atomic<ModelRepository*> repository{nullptr};
-  std::atomic<bool> shutting_down{false};  // refuse new inference with UNAVAILABLE
-  bool strict_readiness = true;            // ready = every model loaded (false: at least one)
-
-  bool Ready() const {
-    const ModelRepository* repo = repository.load();
-    if (repo == nullptr || shutting_down.load()) return false;
-    return strict_readiness ? repo->AllReady() : repo->AnyReady();
-  }
-};
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:

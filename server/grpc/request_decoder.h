@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "executor/model_spec.h"
+#include "model/model_spec.h"
 #include "grpc_service.pb.h"
 #include "scheduler/scheduler.h"
 

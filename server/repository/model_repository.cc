@@ -45,12 +45,9 @@ SchedulerOptions MakeSchedulerOptions(const ModelSpec& spec, const inference::Mo
 struct ChosenExecutor {
   std::unique_ptr<ExecutorFactory> factory;
   std::string description;
-  // A token plan (an encoder): the scheduler packs sequences, up to max_batch_tokens (0: no
-  // budget beyond max_batch_size).
-  bool packed_sequences = false;
-  std::int64_t max_batch_tokens = 0;
-  std::int64_t max_sequence_length = 0;  // per request, with packed_sequences
-  int key_padding_mask_input = -1;       // the config input the scheduler masks with, or -1
+  // A token plan's layout (an encoder): the scheduler packs sequences by it, and the executor
+  // was sized by it.
+  std::optional<TokenLayout> tokens;
 };
 
 // Picks the fastest path the model allows: the fused GPU executor, else the CPU plan executor,
@@ -60,31 +57,17 @@ Result<ChosenExecutor> ChooseExecutor(const ModelSpec& spec, bool allow_gpu) {
   if (loaded.plan == nullptr) {
     spdlog::info("model '{}': not lowered to a plan ({}); serving through TorchScript", spec.name,
                  loaded.lowering_report);
-    return ChosenExecutor{std::move(loaded.torchscript), loaded.lowering_report};
+    return ChosenExecutor{std::move(loaded.torchscript), loaded.lowering_report, std::nullopt};
   }
-  // A token plan (an encoder) has one token budget whichever executor runs it: the scheduler
-  // packs sequences up to it, and the executor is sized for it.
-  const bool tokens = loaded.plan->input_kind() == plan::InputKind::kTokens;
-  std::int64_t token_budget = 0;
-  std::int64_t max_sequence_length = 0;
-  ModelSpec sized = spec;
-  if (tokens) {
-    LTSERVE_ASSIGN_OR_RETURN(token_budget, MaxBatchTokens(spec));
-    LTSERVE_ASSIGN_OR_RETURN(max_sequence_length, MaxSequenceLength(spec));
-    sized.parameters["max_tokens_per_batch"] = std::to_string(token_budget);
-  }
-  // The executor never sees the key-padding mask: the scheduler drops padded tokens first.
-  const int mask_input = loaded.key_padding_mask_input;
-  if (mask_input >= 0) sized.inputs.erase(sized.inputs.begin() + mask_input);
-  auto packed = [&](std::unique_ptr<ExecutorFactory> factory) {
-    return ChosenExecutor{std::move(factory), loaded.lowering_report, tokens,
-                          token_budget, max_sequence_length, mask_input};
+  const std::optional<TokenLayout>& tokens = loaded.token_layout;
+  auto chosen = [&](std::unique_ptr<ExecutorFactory> factory) {
+    return ChosenExecutor{std::move(factory), loaded.lowering_report, tokens};
   };
   if (allow_gpu && spec.device != DeviceKind::kCpu) {
     std::string reason;
     if (GpuAvailable(&reason)) {
-      auto gpu = CreateGpuExecutorFactory(loaded.plan, sized);
-      if (gpu.ok()) return packed(std::move(gpu).value());
+      auto gpu = CreateGpuExecutorFactory(loaded.plan, spec, tokens);
+      if (gpu.ok()) return chosen(std::move(gpu).value());
       if (spec.device == DeviceKind::kGpu) return gpu.status();
       spdlog::warn("model '{}': GPU executor unavailable ({}); using the CPU", spec.name,
                    gpu.status().ToString());
@@ -94,8 +77,8 @@ Result<ChosenExecutor> ChooseExecutor(const ModelSpec& spec, bool allow_gpu) {
       spdlog::info("model '{}': no GPU ({}); using the CPU executor", spec.name, reason);
     }
   }
-  LTSERVE_ASSIGN_OR_RETURN(auto cpu, CreateCpuExecutorFactory(loaded.plan, sized));
-  return packed(std::move(cpu));
+  LTSERVE_ASSIGN_OR_RETURN(auto cpu, CreateCpuExecutorFactory(loaded.plan, spec, tokens));
+  return chosen(std::move(cpu));
 }
 
 }  // namespace
@@ -145,17 +128,7 @@ Result<std::unique_ptr<ModelRepository>> ModelRepository::Create(const Repositor
       }
       model->factory_ = std::move(chosen.factory);
       SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, entry.config);
-      scheduler_options.packed_sequences = chosen.packed_sequences;
-      scheduler_options.max_batch_tokens = chosen.max_batch_tokens;
-      scheduler_options.max_sequence_length = chosen.max_sequence_length;
-      scheduler_options.key_padding_mask_input = chosen.key_padding_mask_input;
-      if (chosen.key_padding_mask_input >= 0) {
-        // A token plan's outputs are [tokens, width]: width is the configured last dim.
-        for (const TensorSpec& output : spec.outputs) {
-          scheduler_options.output_token_bytes.push_back(
-              static_cast<std::size_t>(output.dims.back()) * ElementSize(output.dtype));
-        }
-      }
+      scheduler_options.tokens = std::move(chosen.tokens);
       LTSERVE_ASSIGN_OR_RETURN(model->scheduler_,
                                Scheduler::Create(std::move(scheduler_options),
                                                  std::move(instances), &model->stats_));

@@ -17,7 +17,7 @@
 
 #include "common/status.h"
 #include "executor/executor.h"
-#include "executor/model_spec.h"
+#include "model/model_spec.h"
 #include "model_config.pb.h"
 #include "scheduler/model_stats.h"
 #include "scheduler/scheduler.h"

@@ -32,11 +32,10 @@ void ForEachRun(std::span<const std::byte> mask, Fn&& fn) {
 }
 
 // Sample `sample`'s mask row of a request validated against a key-padding mask input.
-std::span<const std::byte> MaskRow(const InferenceRequest& request, int mask_input,
+std::span<const std::byte> MaskRow(const InferenceRequest& request, std::size_t mask_input,
                                    std::int64_t sample) {
-  const auto seq = static_cast<std::size_t>(request.inputs[0].shape[1]);
-  return request.inputs[static_cast<std::size_t>(mask_input)].bytes.subspan(
-      static_cast<std::size_t>(sample) * seq, seq);
+  const auto seq = static_cast<std::size_t>(request.sequence_length);
+  return request.inputs[mask_input].bytes.subspan(static_cast<std::size_t>(sample) * seq, seq);
 }
 
 std::int32_t RealTokens(std::span<const std::byte> mask_row) {
@@ -46,10 +45,10 @@ std::int32_t RealTokens(std::span<const std::byte> mask_row) {
 }
 
 // Copies the real tokens of `request`'s input `input` to `cursor`; returns the end.
-std::byte* CopyRealTokens(const InferenceRequest& request, std::size_t input, int mask_input,
-                          std::byte* cursor) {
+std::byte* CopyRealTokens(const InferenceRequest& request, std::size_t input,
+                          std::size_t mask_input, std::byte* cursor) {
   const std::span<const std::byte> bytes = request.inputs[input].bytes;
-  const std::int64_t seq = request.inputs[0].shape[1];
+  const std::int64_t seq = request.sequence_length;
   const std::size_t token_bytes = bytes.size() / static_cast<std::size_t>(request.batch_size * seq);
   for (std::int64_t b = 0; b < request.batch_size; ++b) {
     const std::byte* sample = bytes.data() + static_cast<std::size_t>(b * seq) * token_bytes;
@@ -62,13 +61,14 @@ std::byte* CopyRealTokens(const InferenceRequest& request, std::size_t input, in
   return cursor;
 }
 
-// The masked variant of StageInputs' copy: real tokens only, the mask input skipped.
-Status StageMaskedInputs(ExecutorInstance& instance, BatchRequests requests, int mask_input,
-                         std::int64_t real_tokens) {
+// The token inputs of a packed batch, executor input i being the layout's token input i:
+// every token with a mask, only the real ones with one (`real_tokens` of them).
+Status StageTokenInputs(ExecutorInstance& instance, BatchRequests requests,
+                        const TokenLayout& tokens, std::int64_t real_tokens) {
   const InferenceRequest& first = *requests.front();
-  std::size_t executor_index = 0;
-  for (std::size_t input = 0; input < first.inputs.size(); ++input) {
-    if (static_cast<int>(input) == mask_input) continue;
+  for (std::size_t executor_index = 0; executor_index < tokens.token_inputs.size();
+       ++executor_index) {
+    const std::size_t input = tokens.token_inputs[executor_index];
     // Token bytes are equal across the batch (SameSampleShape), so `total` is exact.
     const std::size_t token_bytes =
         first.inputs[input].bytes.size() /
@@ -81,9 +81,14 @@ Status StageMaskedInputs(ExecutorInstance& instance, BatchRequests requests, int
     }
     std::byte* cursor = buffer.data();
     for (const InferenceRequest* request : requests) {
-      cursor = CopyRealTokens(*request, input, mask_input, cursor);
+      if (tokens.mask_input) {
+        cursor = CopyRealTokens(*request, input, *tokens.mask_input, cursor);
+        continue;
+      }
+      std::span<const std::byte> bytes = request->inputs[input].bytes;
+      if (!bytes.empty()) std::memcpy(cursor, bytes.data(), bytes.size());
+      cursor += bytes.size();
     }
-    ++executor_index;
   }
   return Status::Ok();
 }
@@ -103,14 +108,14 @@ std::int64_t RowsOf(const InferenceRequest& request, BatchLayout layout) {
   switch (layout) {
     case BatchLayout::kWhole: return 1;
     case BatchLayout::kRows: return request.batch_size;
-    case BatchLayout::kPackedSequences: return request.batch_size * request.inputs[0].shape[1];
+    case BatchLayout::kPackedSequences: return request.batch_size * request.sequence_length;
   }
   return request.batch_size;
 }
 
 Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests requests,
                                BatchLayout layout, std::vector<std::int32_t>* sequence_lengths,
-                               int key_padding_mask_input) {
+                               const TokenLayout* tokens) {
   if (requests.empty()) return Internal("staging an empty batch");
   if (layout == BatchLayout::kWhole && requests.size() != 1) {
     return Internal("a model without a batch dimension runs one request at a time");
@@ -120,28 +125,21 @@ Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests request
   shape.batch_size = 0;
   for (const InferenceRequest* request : requests) shape.batch_size += request->batch_size;
   if (layout == BatchLayout::kWhole) shape.batch_size = 1;
-  const bool masked = layout == BatchLayout::kPackedSequences && key_padding_mask_input >= 0;
   if (layout == BatchLayout::kPackedSequences) {
+    if (tokens == nullptr) return Internal("a packed batch needs the model's token layout");
     sequence_lengths->clear();
     std::int64_t real_tokens = 0;
     for (const InferenceRequest* request : requests) {
-      if (!masked) {
-        sequence_lengths->insert(sequence_lengths->end(),
-                                 static_cast<std::size_t>(request->batch_size),
-                                 static_cast<std::int32_t>(request->inputs[0].shape[1]));
-        continue;
-      }
       for (std::int64_t b = 0; b < request->batch_size; ++b) {
-        sequence_lengths->push_back(RealTokens(MaskRow(*request, key_padding_mask_input, b)));
+        sequence_lengths->push_back(
+            tokens->mask_input ? RealTokens(MaskRow(*request, *tokens->mask_input, b))
+                               : static_cast<std::int32_t>(request->sequence_length));
         real_tokens += sequence_lengths->back();
       }
     }
     shape.sequence_lengths = *sequence_lengths;
-    if (masked) {
-      LTSERVE_RETURN_IF_ERROR(
-          StageMaskedInputs(instance, requests, key_padding_mask_input, real_tokens));
-      return shape;
-    }
+    LTSERVE_RETURN_IF_ERROR(StageTokenInputs(instance, requests, *tokens, real_tokens));
+    return shape;
   }
 
   for (std::size_t input = 0; input < first.inputs.size(); ++input) {
@@ -159,9 +157,7 @@ Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests request
       if (!bytes.empty()) std::memcpy(cursor, bytes.data(), bytes.size());
       cursor += bytes.size();
     }
-    if (layout != BatchLayout::kPackedSequences) {
-      shape.input_dims.push_back(ExecutorDims(first.inputs[input].shape, layout));
-    }
+    shape.input_dims.push_back(ExecutorDims(first.inputs[input].shape, layout));
   }
   return shape;
 }
@@ -194,7 +190,7 @@ Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(const ExecutorInstanc
       const InferenceRequest& request = *requests[r];
       const std::size_t length = row_bytes * static_cast<std::size_t>(RowsOf(request, layout));
       std::vector<std::int64_t> request_shape{request.batch_size};
-      if (layout == BatchLayout::kPackedSequences) request_shape.push_back(request.inputs[0].shape[1]);
+      if (layout == BatchLayout::kPackedSequences) request_shape.push_back(request.sequence_length);
       request_shape.insert(request_shape.end(), shape.begin() + 1, shape.end());
       slices[r].push_back(OutputSlice{bytes.subspan(offset, length), std::move(request_shape)});
       offset += length;
@@ -204,10 +200,11 @@ Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(const ExecutorInstanc
 }
 
 Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
-    const ExecutorInstance& instance, BatchRequests requests, const SchedulerOptions& options,
-    std::span<std::vector<std::byte>> buffers) {
-  const int mask_input = options.key_padding_mask_input;
-  const std::size_t num_outputs = options.output_types.size();
+    const ExecutorInstance& instance, BatchRequests requests, const TokenLayout& tokens,
+    std::span<const DataType> output_types, std::span<std::vector<std::byte>> buffers) {
+  if (!tokens.mask_input) return Internal("scattering outputs needs a key-padding mask");
+  const std::size_t mask_input = *tokens.mask_input;
+  const std::size_t num_outputs = output_types.size();
   std::int64_t real_tokens = 0;
   for (const InferenceRequest* request : requests) {
     for (std::int64_t b = 0; b < request->batch_size; ++b) {
@@ -217,7 +214,7 @@ Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
   std::vector<std::vector<OutputSlice>> slices(requests.size());
   for (auto& per_request : slices) per_request.reserve(num_outputs);
   for (std::size_t output = 0; output < num_outputs; ++output) {
-    const std::size_t token_bytes = options.output_token_bytes[output];
+    const std::size_t token_bytes = tokens.output_token_bytes[output];
     const std::span<const std::byte> packed = instance.Output(output);
     const std::vector<std::int64_t> shape = instance.OutputShape(output);
     if (shape.empty() || shape.front() != real_tokens ||
@@ -232,7 +229,7 @@ Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
     std::size_t offset = 0;
     for (std::size_t r = 0; r < requests.size(); ++r) {
       const InferenceRequest& request = *requests[r];
-      const std::int64_t seq = request.inputs[0].shape[1];
+      const std::int64_t seq = request.sequence_length;
       const std::size_t length =
           static_cast<std::size_t>(RowsOf(request, BatchLayout::kPackedSequences)) * token_bytes;
       if (offset + length > buffer.size()) {
@@ -253,7 +250,7 @@ Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
         });
       }
       const std::int64_t width =
-          static_cast<std::int64_t>(token_bytes / ElementSize(options.output_types[output]));
+          static_cast<std::int64_t>(token_bytes / ElementSize(output_types[output]));
       slices[r].push_back(
           OutputSlice{buffer.subspan(offset, length), {request.batch_size, seq, width}});
       offset += length;

@@ -14,7 +14,8 @@
 
 #include "common/status.h"
 #include "executor/executor.h"
-#include "scheduler/scheduler.h"
+#include "model/token_layout.h"
+#include "scheduler/request.h"
 
 namespace ltserve {
 
@@ -31,17 +32,18 @@ enum class BatchLayout : std::uint8_t {
 };
 
 // Copies every request's input bytes back to back into instance.InputBuffer(i, total) and
-// returns the shape to Execute with. For kPackedSequences the sequence lengths are written to
-// `sequence_lengths`, which the returned shape points into. Fails with the instance's error
-// (INVALID_ARGUMENT when the batch is larger than the instance was sized for).
+// returns the shape to Execute with. For kPackedSequences (`tokens` given, requests validated
+// by ValidateRequest) only the layout's token inputs are staged, as executor inputs 0, 1, ...
+// in the layout's order, and the sequence lengths are written to `sequence_lengths`, which the
+// returned shape points into. Fails with the instance's error (INVALID_ARGUMENT when the batch
+// is larger than the instance was sized for).
 //
-// With a key-padding mask (kPackedSequences, `key_padding_mask_input` >= 0, validated by
-// ValidateRequest): the mask input is not staged, and the inputs after it move down one
-// executor index; the other inputs get only the tokens whose mask is false, so a sample's
-// sequence is its real tokens wherever they are, of length 0 when all are padding.
+// With a key-padding mask in the layout the token inputs get only the tokens whose mask is
+// false, so a sample's sequence is its real tokens wherever they are, of length 0 when all are
+// padding.
 Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests requests,
                                BatchLayout layout, std::vector<std::int32_t>* sequence_lengths,
-                               int key_padding_mask_input = -1);
+                               const TokenLayout* tokens = nullptr);
 
 // Per request (batch order), its `num_outputs` output slices: its rows (kRows) or tokens
 // (kPackedSequences, reshaped to [batch, seq, ...]) of each output of the last Execute. Fails
@@ -57,14 +59,14 @@ Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(const ExecutorInstanc
 // output's token bytes: the batch's full batch x seq tokens fit). The slices point into
 // `buffers`. INTERNAL when an output does not hold one row of output_token_bytes per real token.
 Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
-    const ExecutorInstance& instance, BatchRequests requests, const SchedulerOptions& options,
-    std::span<std::vector<std::byte>> buffers);
+    const ExecutorInstance& instance, BatchRequests requests, const TokenLayout& tokens,
+    std::span<const DataType> output_types, std::span<std::vector<std::byte>> buffers);
 
 // "[2, 128]" for messages.
 std::string ShapeString(const std::vector<std::int64_t>& shape);
 
-// Rows a request contributes to the executor's first dimension: batch_size, or batch_size x seq
-// tokens when packed; 1 for kWhole.
+// Rows a request contributes to the executor's first dimension: batch_size, or batch_size x
+// sequence_length tokens when packed; 1 for kWhole.
 std::int64_t RowsOf(const InferenceRequest& request, BatchLayout layout);
 
 }  // namespace ltserve

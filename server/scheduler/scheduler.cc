@@ -78,6 +78,7 @@ struct Scheduler::Impl {
   std::vector<std::unique_ptr<ExecutorInstance>> instances;
   ModelStats* stats = nullptr;
   BatchLayout layout = BatchLayout::kWhole;
+  std::int64_t max_batch_tokens = 0;  // a token layout's budget; 0: none
   bool batching = false;            // dynamic batching over a batch dimension
   std::int64_t max_preferred = 1;   // the largest preferred size, else max_batch_size
   std::chrono::nanoseconds max_queue_delay{0};
@@ -217,8 +218,8 @@ struct Scheduler::Impl {
           if (samples + size > max_preferred && best_count == 0) best_count = count;
           full = samples + size > options.max_batch_size ||
                  !SameSampleShape(*first, *entry->request, layout) ||
-                 (options.max_batch_tokens > 0 &&
-                  tokens + RowsOf(*entry->request, layout) > options.max_batch_tokens);
+                 (max_batch_tokens > 0 &&
+                  tokens + RowsOf(*entry->request, layout) > max_batch_tokens);
           if (full) break;
         }
         ++count;
@@ -301,8 +302,9 @@ struct Scheduler::Impl {
     ExecuteTimings timings;
     Status status = Execute(worker, &timings);
     Result<std::vector<std::vector<OutputSlice>>> slices = status;
-    if (status.ok() && options.key_padding_mask_input >= 0) {
-      slices = ScatterMaskedOutputs(*worker.instance, requests, options, worker.scatter);
+    if (status.ok() && options.tokens && options.tokens->mask_input) {
+      slices = ScatterMaskedOutputs(*worker.instance, requests, *options.tokens,
+                                    options.output_types, worker.scatter);
     } else if (status.ok()) {
       slices = SliceOutputs(*worker.instance, requests, options.output_types.size(), layout);
     }
@@ -328,8 +330,9 @@ struct Scheduler::Impl {
   // INTERNAL, except INVALID_ARGUMENT (a batch larger than the instance was sized for).
   Status Execute(Worker& worker, ExecuteTimings* timings) {
     const TimePoint staging = Clock::now();
-    Result<BatchShape> shape = StageInputs(*worker.instance, worker.requests, layout,
-                                           &worker.sequence_lengths, options.key_padding_mask_input);
+    Result<BatchShape> shape =
+        StageInputs(*worker.instance, worker.requests, layout, &worker.sequence_lengths,
+                    options.tokens ? &*options.tokens : nullptr);
     const std::uint64_t staging_ns = NanosBetween(staging, Clock::now());
     Status status = shape.ok() ? worker.instance->Execute(shape.value(), timings) : shape.status();
     timings->input_ns += staging_ns;
@@ -376,8 +379,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(
   }
   auto impl = std::make_unique<Impl>();
   impl->layout = options.max_batch_size == 0 ? BatchLayout::kWhole
-                 : options.packed_sequences  ? BatchLayout::kPackedSequences
+                 : options.tokens            ? BatchLayout::kPackedSequences
                                              : BatchLayout::kRows;
+  impl->max_batch_tokens = options.tokens ? options.tokens->max_batch_tokens : 0;
   impl->batching = options.max_batch_size > 0 && options.dynamic_batching;
   impl->max_preferred = options.max_batch_size;
   if (!options.preferred_batch_sizes.empty()) {
@@ -398,15 +402,16 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(
       worker.instance = state->instances[i].get();
       worker.requests.reserve(max_samples);
       worker.sequence_lengths.reserve(max_samples);
-      if (state->options.key_padding_mask_input < 0) continue;
-      for (std::size_t token_bytes : state->options.output_token_bytes) {
-        worker.scatter.emplace_back(
-            static_cast<std::size_t>(state->options.max_batch_tokens) * token_bytes);
+      const std::optional<TokenLayout>& tokens = state->options.tokens;
+      if (!tokens || !tokens->mask_input) continue;
+      for (std::size_t token_bytes : tokens->output_token_bytes) {
+        worker.scatter.emplace_back(static_cast<std::size_t>(tokens->max_batch_tokens) *
+                                    token_bytes);
       }
     }
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("scheduler: allocating the masked-output buffers of " +
-                             std::to_string(state->options.max_batch_tokens) + " tokens");
+                             std::to_string(state->options.tokens->max_batch_tokens) + " tokens");
   }
   for (Worker& worker : state->worker_state) {
     state->workers.emplace_back([state, &worker] { state->WorkerLoop(worker); });

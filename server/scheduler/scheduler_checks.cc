@@ -20,6 +20,38 @@ bool SameSampleShape(const InferenceRequest& a, const InferenceRequest& b, Batch
   return true;
 }
 
+namespace {
+
+Status ValidateTokenLayout(const TokenLayout& tokens, const SchedulerOptions& options) {
+  if (options.max_batch_size == 0) {
+    return InvalidArgument("scheduler: packed sequences need a batch dimension");
+  }
+  if (tokens.max_batch_tokens < 0) return InvalidArgument("scheduler: max_batch_tokens is negative");
+  if (tokens.max_sequence_length < 0) {
+    return InvalidArgument("scheduler: max_sequence_length is negative");
+  }
+  if (tokens.token_inputs.empty() || tokens.token_inputs.front() != tokens.sequence_input) {
+    return InvalidArgument("scheduler: a token layout needs token inputs, the first of them the "
+                           "sequence input");
+  }
+  if (tokens.mask_input) {
+    // The scatter buffers need a token budget; the sequence comes from a token input.
+    if (tokens.max_batch_tokens == 0 || *tokens.mask_input == tokens.sequence_input) {
+      return InvalidArgument("scheduler: a key-padding mask needs packed sequences, a token "
+                             "budget, and an input other than the mask that holds the tokens");
+    }
+    if (tokens.output_token_bytes.size() != options.output_types.size() ||
+        std::find(tokens.output_token_bytes.begin(), tokens.output_token_bytes.end(), 0u) !=
+            tokens.output_token_bytes.end()) {
+      return InvalidArgument("scheduler: a key-padding mask needs the bytes of one token of "
+                             "every output");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateOptions(const SchedulerOptions& options) {
   if (options.output_types.empty()) return InvalidArgument("scheduler: the model has no outputs");
   if (options.max_batch_size < 0) return InvalidArgument("scheduler: max_batch_size is negative");
@@ -30,27 +62,7 @@ Status ValidateOptions(const SchedulerOptions& options) {
                              std::to_string(options.max_batch_size) + "]");
     }
   }
-  if (options.packed_sequences && options.max_batch_size == 0) {
-    return InvalidArgument("scheduler: packed sequences need a batch dimension");
-  }
-  if (options.max_batch_tokens < 0) return InvalidArgument("scheduler: max_batch_tokens is negative");
-  if (options.max_sequence_length < 0) {
-    return InvalidArgument("scheduler: max_sequence_length is negative");
-  }
-  if (options.key_padding_mask_input >= 0) {
-    // Input 0 holds the tokens (it defines seq); the scatter buffers need a token budget.
-    if (!options.packed_sequences || options.key_padding_mask_input == 0 ||
-        options.max_batch_tokens == 0) {
-      return InvalidArgument("scheduler: a key-padding mask needs packed sequences, a token "
-                             "budget, and an input before it that holds the tokens");
-    }
-    if (options.output_token_bytes.size() != options.output_types.size() ||
-        std::find(options.output_token_bytes.begin(), options.output_token_bytes.end(), 0u) !=
-            options.output_token_bytes.end()) {
-      return InvalidArgument("scheduler: a key-padding mask needs the bytes of one token of "
-                             "every output");
-    }
-  }
+  if (options.tokens) LTSERVE_RETURN_IF_ERROR(ValidateTokenLayout(*options.tokens, options));
   if (options.priority_levels > 0 && (options.default_priority_level < 1 ||
                                       options.default_priority_level > options.priority_levels)) {
     return InvalidArgument("scheduler: default_priority_level " +
@@ -62,8 +74,10 @@ Status ValidateOptions(const SchedulerOptions& options) {
 
 namespace {
 
-// The key-padding mask of a request whose input 0 is [batch, seq, ...]: BOOL [batch, seq].
-Status ValidateMask(const InferenceRequest& request, std::size_t index, std::int64_t seq) {
+// The key-padding mask of a request whose sequence input is [batch, seq, ...]: BOOL
+// [batch, seq].
+Status ValidateMask(const InferenceRequest& request, std::size_t index,
+                    std::size_t sequence_input, std::int64_t seq) {
   if (request.inputs.size() <= index) {
     return InvalidArgument("the model takes a key-padding mask as input " + std::to_string(index) +
                            " (BOOL [batch, seq], true = padding); the request has " +
@@ -73,7 +87,8 @@ Status ValidateMask(const InferenceRequest& request, std::size_t index, std::int
   const std::vector<std::int64_t> expected{request.batch_size, seq};
   if (mask.shape != expected) {
     return InvalidArgument("the key-padding mask (input " + std::to_string(index) + ") must be " +
-                           ShapeString(expected) + ", [batch, seq] of input 0; got " +
+                           ShapeString(expected) + ", [batch, seq] of input " +
+                           std::to_string(sequence_input) + "; got " +
                            ShapeString(mask.shape));
   }
   if (mask.bytes.size() != static_cast<std::size_t>(request.batch_size * seq)) {
@@ -84,12 +99,20 @@ Status ValidateMask(const InferenceRequest& request, std::size_t index, std::int
   return Status::Ok();
 }
 
-// With packed sequences: every input has a sequence dim, the same in all (a key-padding mask
-// is exactly [batch, seq]), within max_sequence_length, and the request's tokens fit one batch.
-Status ValidateSequences(const InferenceRequest& request, const SchedulerOptions& options) {
-  const std::vector<std::int64_t>& tokens = request.inputs[0].shape;
+// With a token layout: every token input has a sequence dim, the same in all (a key-padding
+// mask is exactly [batch, seq]), within max_sequence_length, and the request's tokens fit one
+// batch. Sets the request's sequence_length.
+Status ValidateSequences(InferenceRequest& request, const TokenLayout& layout) {
+  const std::size_t sequence_input = layout.sequence_input;
+  if (request.inputs.size() <= sequence_input) {
+    return InvalidArgument("the model's tokens are input " + std::to_string(sequence_input) +
+                           "; the request has " + std::to_string(request.inputs.size()) +
+                           " input(s)");
+  }
+  const std::vector<std::int64_t>& tokens = request.inputs[sequence_input].shape;
   if (tokens.size() < 2) {
-    return InvalidArgument("input 0 of a token model must be [batch, seq, ...]; got " +
+    return InvalidArgument("input " + std::to_string(sequence_input) +
+                           " of a token model must be [batch, seq, ...]; got " +
                            ShapeString(tokens));
   }
   const std::int64_t seq = tokens[1];
@@ -97,30 +120,31 @@ Status ValidateSequences(const InferenceRequest& request, const SchedulerOptions
     return InvalidArgument("sequence length " + std::to_string(seq) +
                            "; a token model takes seq >= 1");
   }
-  if (options.max_sequence_length > 0 && seq > options.max_sequence_length) {
+  if (layout.max_sequence_length > 0 && seq > layout.max_sequence_length) {
     return InvalidArgument("sequence length " + std::to_string(seq) +
                            " exceeds the model's max_sequence_length " +
-                           std::to_string(options.max_sequence_length));
+                           std::to_string(layout.max_sequence_length));
   }
   if (seq > std::numeric_limits<std::int32_t>::max()) {
     return InvalidArgument("sequence length " + std::to_string(seq) + " is out of range");
   }
-  const int mask = options.key_padding_mask_input;
-  if (mask >= 0) LTSERVE_RETURN_IF_ERROR(ValidateMask(request, static_cast<std::size_t>(mask), seq));
+  if (layout.mask_input) LTSERVE_RETURN_IF_ERROR(ValidateMask(request, *layout.mask_input, sequence_input, seq));
   for (std::size_t i = 0; i < request.inputs.size(); ++i) {
     const std::vector<std::int64_t>& shape = request.inputs[i].shape;
-    if (static_cast<int>(i) == mask) continue;
+    if (layout.mask_input == i) continue;
     if (shape.size() < 2 || shape[1] != seq) {
       return InvalidArgument("every input of a token model must be [batch, seq, ...] with the "
-                             "same seq; input 0 has seq " + std::to_string(seq) + ", input " +
-                             std::to_string(i) + " is " + ShapeString(shape));
+                             "same seq; input " + std::to_string(sequence_input) + " has seq " +
+                             std::to_string(seq) + ", input " + std::to_string(i) + " is " +
+                             ShapeString(shape));
     }
   }
-  if (options.max_batch_tokens > 0 && request.batch_size * seq > options.max_batch_tokens) {
+  if (layout.max_batch_tokens > 0 && request.batch_size * seq > layout.max_batch_tokens) {
     return InvalidArgument(std::to_string(request.batch_size * seq) +
                            " tokens exceed the model's max tokens per batch " +
-                           std::to_string(options.max_batch_tokens));
+                           std::to_string(layout.max_batch_tokens));
   }
+  request.sequence_length = seq;
   return Status::Ok();
 }
 
@@ -146,7 +170,7 @@ Status ValidateRequest(InferenceRequest* request, const SchedulerOptions& option
                              std::to_string(request->batch_size));
     }
   }
-  if (options.packed_sequences) return ValidateSequences(*request, options);
+  if (options.tokens) return ValidateSequences(*request, *options.tokens);
   return Status::Ok();
 }
 

@@ -8,13 +8,15 @@
 
 #include "common/status.h"
 #include "scheduler/batch_data.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/request.h"
+#include "scheduler/scheduler_options.h"
 
 namespace ltserve {
 
 Status ValidateOptions(const SchedulerOptions& options);
 
-// Also sets batch_size to 1 for a model without a batch dimension.
+// Also sets batch_size to 1 for a model without a batch dimension, and a token model's
+// sequence_length.
 Status ValidateRequest(InferenceRequest* request, const SchedulerOptions& options);
 
 // Requests batch together only when every input has the same dims after the batch dimension

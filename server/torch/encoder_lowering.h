@@ -35,14 +35,16 @@ Result<std::vector<Step>> EncoderModelSteps(const torch::jit::Module& module);
 // Inputs the module's forward takes, self excluded.
 std::size_t ForwardInputCount(const torch::jit::Module& module);
 
-// A scripted wrapper whose forward(x, key_padding_mask) calls its children in a chain (each
-// takes the previous one's output, the first takes x, the last one's output is returned) and
-// hands the mask to every encoder or encoder-layer child as its src_key_padding_mask, with no
-// attention mask and is_causal unset:
+// A wrapper whose forward(x, key_padding_mask) calls its children in a chain (each takes the
+// previous one's output, the first takes x, the last one's output is returned) and hands the
+// mask to every encoder or encoder-layer child as its src_key_padding_mask, with no attention
+// mask and is_causal unset:
 //   def forward(self, x, mask): return self.head(self.encoder(self.proj(x), src_key_padding_mask=mask))
-// The children's steps in call order (lowered as EncoderModelSteps lowers a Sequential's), or
-// UNIMPLEMENTED saying what breaks the pattern. A traced wrapper never matches: a trace
-// records the mask flowing into aten ops inside the encoder, not as a call argument.
+// Scripted, the mask is a call argument; traced, the encoder's call takes (value, mask) and its
+// own graph turns the mask into the additive mask of each layer, which is followed through to
+// every layer's attention (a traced bare TransformerEncoderLayer called with a mask is not
+// lowered). The children's steps in call order (lowered as EncoderModelSteps lowers a
+// Sequential's), or UNIMPLEMENTED saying what breaks the pattern.
 Result<std::vector<Step>> KeyPaddingWrapperSteps(const torch::jit::Module& module);
 
 }  // namespace ltserve::lowering

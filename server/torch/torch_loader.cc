@@ -15,17 +15,6 @@
 namespace ltserve {
 namespace {
 
-enum class PathChoice { kAuto, kPlan, kTorchScript };
-
-Result<PathChoice> ChosenPath(const ModelSpec& spec) {
-  auto found = spec.parameters.find("execution_path");
-  if (found == spec.parameters.end() || found->second == "auto") return PathChoice::kAuto;
-  if (found->second == "plan") return PathChoice::kPlan;
-  if (found->second == "torchscript") return PathChoice::kTorchScript;
-  return InvalidArgument("parameter execution_path is '" + found->second +
-                         "'; expected auto, plan or torchscript");
-}
-
 Result<torch::jit::Module> LoadModule(const std::filesystem::path& file) {
   std::error_code error_code;
   if (!std::filesystem::is_regular_file(file, error_code)) {
@@ -92,7 +81,7 @@ Status CheckMaskInput(const ModelSpec& spec) {
 // (or left alone). UNIMPLEMENTED: the model serves through TorchScript; any other error fails
 // the load.
 Result<plan::Plan> LowerForConfig(const torch::jit::Module& module, const ModelSpec& spec,
-                                  int* mask_input) {
+                                  std::optional<std::size_t>* mask_input) {
   if (spec.inputs.empty()) return Unimplemented("the config declares no inputs");
   const lowering::InputShape shape{spec.inputs[0].dims, spec.max_batch_size > 0};
   std::size_t forward_inputs = 0;
@@ -105,11 +94,14 @@ Result<plan::Plan> LowerForConfig(const torch::jit::Module& module, const ModelS
     Result<plan::Plan> wrapper = lowering::LowerKeyPaddingModule(module, shape);
     if (wrapper.ok()) {
       LTSERVE_RETURN_IF_ERROR(CheckMaskInput(spec));
+      // Config inputs bind to forward's arguments by position, as in Triton's PyTorch backend:
+      // the wrapper's mask argument is its second.
+      constexpr std::size_t kMaskArgument = 1;
       ModelSpec unmasked = spec;
-      unmasked.inputs.erase(unmasked.inputs.begin() + 1);
+      unmasked.inputs.erase(unmasked.inputs.begin() + kMaskArgument);
       const std::string blocked = ConfigBlocksPlan(unmasked);
       if (!blocked.empty()) return Unimplemented(blocked);
-      *mask_input = 1;
+      *mask_input = kMaskArgument;
       return wrapper;
     }
     if (spec.inputs.size() == 2 && spec.inputs[1].dtype == DataType::kBool) {
@@ -164,8 +156,7 @@ Status CheckNoTracedNestedTensors(const torch::jit::Module& module) {
 
 Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
   const std::string context = "loading model '" + spec.name + "': ";
-  Result<PathChoice> choice = ChosenPath(spec);
-  if (!choice.ok()) return choice.status().WithContext(context);
+  const PathChoice choice = spec.options.execution_path;
   Result<torch::jit::Module> module = LoadModule(spec.model_file);
   if (!module.ok()) return module.status().WithContext(context);
   if (Status nested = CheckNoTracedNestedTensors(*module); !nested.ok()) {
@@ -176,18 +167,18 @@ Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
   Result<std::unique_ptr<ExecutorFactory>> fallback = CreateTorchScriptFactory(*module, spec);
   if (!fallback.ok()) return fallback.status().WithContext(context);
   loaded.torchscript = std::move(fallback).value();
-  if (*choice == PathChoice::kTorchScript) {
+  if (choice == PathChoice::kTorchScript) {
     loaded.lowering_report = "not lowered: execution_path is torchscript";
     return loaded;
   }
 
-  int mask_input = -1;
+  std::optional<std::size_t> mask_input;
   Result<plan::Plan> lowered = LowerForConfig(*module, spec, &mask_input);
   if (!lowered.ok() && lowered.status().code() != StatusCode::kUnimplemented) {
     return lowered.status().WithContext(context);
   }
   if (!lowered.ok()) {
-    if (*choice == PathChoice::kPlan) {
+    if (choice == PathChoice::kPlan) {
       return FailedPrecondition(context + "execution_path is plan but the module cannot be " +
                                 "lowered: " + lowered.status().message());
     }
@@ -200,10 +191,14 @@ Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
   }
   if (!width.ok()) return width.WithContext(context);
   loaded.plan = std::make_shared<const plan::Plan>(std::move(lowered).value());
-  loaded.key_padding_mask_input = mask_input;
+  if (loaded.plan->input_kind() == plan::InputKind::kTokens) {
+    Result<TokenLayout> layout = MakeTokenLayout(spec, mask_input);
+    if (!layout.ok()) return layout.status().WithContext(context);
+    loaded.token_layout = std::move(layout).value();
+  }
   loaded.lowering_report = loaded.plan->Describe();
-  if (mask_input >= 0) {
-    loaded.lowering_report += "\nkey-padding mask: input '" + spec.inputs[mask_input].name +
+  if (mask_input) {
+    loaded.lowering_report += "\nkey-padding mask: input '" + spec.inputs[*mask_input].name +
                               "' (padded tokens are dropped before the plan)";
   }
   return loaded;

@@ -6,11 +6,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
 #include "executor/executor.h"
-#include "executor/model_spec.h"
+#include "model/model_spec.h"
+#include "model/token_layout.h"
 #include "plan/plan.h"
 
 namespace ltserve {
@@ -22,25 +24,24 @@ struct LoadedModel {
   std::string lowering_report;
   // Always set: runs forward() through libtorch (path kTorchScript).
   std::unique_ptr<ExecutorFactory> torchscript;
-  // With a plan: the config input (index) that is the key-padding mask, BOOL [batch, seq] with
-  // true = padding, or -1. The plan never sees it: the batcher drops the padded tokens of the
-  // other input before execution and puts zeros at their positions in the outputs, so an
-  // executor is built for the config without this input.
-  int key_padding_mask_input = -1;
+  // With a token plan (an encoder): how its requests are laid out (which inputs carry tokens,
+  // which is a key-padding mask, the sequence limit and token budget), for the scheduler and the
+  // executor. Unset for a row plan and for the TorchScript fallback, which batches rows.
+  std::optional<TokenLayout> token_layout;
 };
 
 // Loads spec.model_file and lowers it when possible. A transformer encoder (alone or in an
 // nn.Sequential with per-token Linear/LayerNorm/activation blocks) lowers to a token plan
 // (InputKind::kTokens) when its input and output dims are [-1, d] and [-1, d_out]: requests are
-// [batch, seq, d] whatever the module's batch_first. A scripted wrapper forward(x, mask) that
-// hands its second input to the encoder as src_key_padding_mask lowers too (its mask input is
-// key_padding_mask_input; the config must declare it TYPE_BOOL with dims [-1], else
-// INVALID_ARGUMENT); a traced one serves through TorchScript. spec.parameters["execution_path"]:
-// "auto" (default: lower when possible), "plan" (failing to lower is a load error) or
-// "torchscript" (no lowering). Errors: NOT_FOUND for a missing file, INVALID_ARGUMENT for a
-// file that is not TorchScript, a bad execution_path, or a plan whose input/output widths
-// disagree with the configured dims; FAILED_PRECONDITION for execution_path=plan on a module
-// that cannot be lowered.
+// [batch, seq, d] whatever the module's batch_first. A wrapper forward(x, mask), scripted or
+// traced, that hands its second input to the encoder as src_key_padding_mask lowers too (the
+// layout's mask_input; the config must declare it TYPE_BOOL with dims [-1], else
+// INVALID_ARGUMENT); a trace around a bare TransformerEncoderLayer serves through TorchScript.
+// spec.options.execution_path: kAuto (lower when possible), kPlan (failing to lower is a load
+// error) or kTorchScript (no lowering). Errors: NOT_FOUND for a missing file, INVALID_ARGUMENT
+// for a file that is not TorchScript or a plan whose input/output widths disagree with the
+// configured dims; FAILED_PRECONDITION for execution_path=plan on a module that cannot be
+// lowered.
 Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec);
 
 }  // namespace ltserve

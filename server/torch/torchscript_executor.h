@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 #include "executor/executor.h"
-#include "executor/model_spec.h"
+#include "model/model_spec.h"
 
 namespace ltserve {
 

@@ -99,17 +99,16 @@ TEST(ModelConfig, TritonStyleConfigBuildsTheExpectedSpec) {
   EXPECT_EQ(spec->outputs[0].dims, (std::vector<std::int64_t>{out_width, -1}));
   EXPECT_EQ(spec->device, DeviceKind::kGpu);
   EXPECT_EQ(spec->instance_count, gpu_count + 1);  // count 0 counts as 1, as in Triton
-  const std::map<std::string, std::string> expected_parameters{
-      {"precision", "fp16"},
-      {"gelu_epilogue", "exact"},
-      {"cublaslt_workspace_bytes", "33554432"},
-      {"algo_cache_file", (dir / "cache" / "algos.bin").string()},
-      {"cuda_graphs", "false"},
-      {"execution_path", "plan"},
-      {"max_sequence_length", "512"},
-      {"max_tokens_per_batch", "8192"},
-  };
-  EXPECT_EQ(spec->parameters, expected_parameters);
+  ModelOptions expected_options;
+  expected_options.precision = Precision::kFp16;
+  expected_options.gelu = GeluMode::kExact;
+  expected_options.workspace_bytes = 33554432;
+  expected_options.algo_cache_file = (dir / "cache" / "algos.bin").string();
+  expected_options.cuda_graphs = false;
+  expected_options.execution_path = PathChoice::kPlan;
+  expected_options.max_sequence_length = 512;
+  expected_options.max_tokens_per_batch = 8192;
+  EXPECT_EQ(spec->options, expected_options);
 }
 
 TEST(ModelConfig, MinimalConfigDefaultsToOneAutoInstanceWithoutBatching) {
@@ -129,7 +128,7 @@ TEST(ModelConfig, MinimalConfigDefaultsToOneAutoInstanceWithoutBatching) {
   EXPECT_EQ(spec->max_batch_size, 0);
   EXPECT_EQ(spec->device, DeviceKind::kAuto);
   EXPECT_EQ(spec->instance_count, 1);
-  EXPECT_TRUE(spec->parameters.empty());
+  EXPECT_EQ(spec->options, ModelOptions{});
   EXPECT_EQ(spec->inputs[0].dtype, DataType::kInt64);
   EXPECT_EQ(spec->outputs[0].dtype, DataType::kFp64);
 }
@@ -164,8 +163,10 @@ TEST(ModelConfig, TritonPytorchBackendParametersLoadWithWarnings) {
   EXPECT_TRUE(HasWarningWith(entry.warnings, "gpus is ignored"));
   EXPECT_EQ(entry.warnings.size(), 6u);
   // Ignored settings do not reach the executors; ltserve's own do.
-  EXPECT_EQ(entry.spec.value().parameters,
-            (std::map<std::string, std::string>{{"precision", "tf32"}}));
+  ModelOptions tf32;
+  tf32.precision = Precision::kTf32;
+  tf32.gelu = GeluMode::kExact;  // "auto" in fp32 storage
+  EXPECT_EQ(entry.spec.value().options, tf32);
   EXPECT_EQ(entry.spec.value().instance_count, 2);
 }
 

@@ -32,7 +32,8 @@ Executor MakeExecutor(const ModelSpec& spec) {
   EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
   if (!loaded.ok()) return executor;
   EXPECT_NE(loaded->plan, nullptr) << loaded->lowering_report;
-  Result<std::unique_ptr<ExecutorFactory>> cpu = CreateCpuExecutorFactory(loaded->plan, spec);
+  Result<std::unique_ptr<ExecutorFactory>> cpu =
+      CreateCpuExecutorFactory(loaded->plan, spec, loaded->token_layout);
   EXPECT_TRUE(cpu.ok()) << cpu.status().ToString();
   if (!cpu.ok()) return executor;
   executor.factory = std::move(cpu).value();
@@ -76,7 +77,7 @@ void ExpectEachSequenceMatches(const ModelSpec& spec, const EncoderModel& model,
                                ExecutorInstance& instance, const std::vector<std::int32_t>& lengths,
                                std::mt19937& rng) {
   // A first run over the whole capacity, poisoned, so any row the checked run skips is NaN.
-  const std::int64_t capacity = MaxBatchTokens(spec).value();
+  const std::int64_t capacity = MakeTokenLayout(spec, std::nullopt).value().max_batch_tokens;
   const std::vector<std::int32_t> full(
       1, static_cast<std::int32_t>(std::min<std::int64_t>(capacity, 64)));
   RunBatch(instance, model, full, rng);
@@ -157,39 +158,25 @@ ModelSpec SmallEncoderSpec() {
   return testing::MakeEncoderSpec(testing::FindEncoderModel("enc_post_relu"), "script");
 }
 
-TEST(EncoderCpuCapacityTest, TokensPerBatchComeFromTheConfig) {
+TEST(EncoderCpuCapacityTest, InstancesHoldTheLayoutsTokenBudget) {
   ModelSpec spec = SmallEncoderSpec();
-  EXPECT_EQ(MaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * kDefaultMaxSequenceLength);
-  spec.parameters["max_sequence_length"] = "100";
-  EXPECT_EQ(MaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * 100);
-  spec.parameters["max_tokens_per_batch"] = "300";
-  EXPECT_EQ(MaxBatchTokens(spec).value(), 300);
-  spec.parameters.erase("max_sequence_length");
-  spec.parameters.erase("max_tokens_per_batch");
-  spec.inputs[0].dims[0] = 9;  // a fixed sequence length
-  EXPECT_EQ(MaxBatchTokens(spec).value(), testing::kEncoderMaxBatch * 9);
-}
-
-TEST(EncoderCpuCapacityTest, MalformedTokenParametersAreInvalidArgument) {
-  for (const char* value : {"abc", "0", "-3", "12x"}) {
-    ModelSpec spec = SmallEncoderSpec();
-    spec.parameters["max_tokens_per_batch"] = value;
-    Result<std::int64_t> tokens = MaxBatchTokens(spec);
-    ASSERT_FALSE(tokens.ok()) << value;
-    EXPECT_EQ(tokens.status().code(), StatusCode::kInvalidArgument);
-    Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
-    ASSERT_TRUE(loaded.ok());
-    Result<std::unique_ptr<ExecutorFactory>> factory = CreateCpuExecutorFactory(loaded->plan, spec);
-    ASSERT_FALSE(factory.ok()) << value;
-    EXPECT_EQ(factory.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(factory.status().message().find("max_tokens_per_batch"), std::string::npos);
-  }
+  Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_TRUE(loaded->token_layout.has_value()) << loaded->lowering_report;
+  EXPECT_EQ(loaded->token_layout->max_batch_tokens,
+            testing::kEncoderMaxBatch * kDefaultMaxSequenceLength);
+  // Without its layout a token plan has no budget to size instances by.
+  Result<std::unique_ptr<ExecutorFactory>> factory =
+      CreateCpuExecutorFactory(loaded->plan, spec, std::nullopt);
+  ASSERT_FALSE(factory.ok());
+  EXPECT_EQ(factory.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(factory.status().message().find("token budget"), std::string::npos);
 }
 
 TEST(EncoderCpuCapacityTest, BatchesOverTheTokenBudgetAreRejected) {
   ModelSpec spec = SmallEncoderSpec();
   constexpr std::int64_t kBudget = 16;
-  spec.parameters["max_tokens_per_batch"] = std::to_string(kBudget);
+  spec.options.max_tokens_per_batch = kBudget;
   Executor executor = MakeExecutor(spec);
   ASSERT_NE(executor.instance, nullptr);
   const std::size_t token_bytes = 64 * sizeof(float);

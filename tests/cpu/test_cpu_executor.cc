@@ -53,7 +53,7 @@ Executor MakeExecutor(const ModelSpec& spec, Path path) {
   if (!loaded.ok()) return executor;
   if (path == Path::kCpu) {
     EXPECT_NE(loaded->plan, nullptr) << loaded->lowering_report;
-    Result<std::unique_ptr<ExecutorFactory>> cpu = CreateCpuExecutorFactory(loaded->plan, spec);
+    Result<std::unique_ptr<ExecutorFactory>> cpu = CreateCpuExecutorFactory(loaded->plan, spec, loaded->token_layout);
     EXPECT_TRUE(cpu.ok()) << cpu.status().ToString();
     if (!cpu.ok()) return executor;
     EXPECT_EQ((*cpu)->path(), ExecutionPath::kCpuPlan);
@@ -341,28 +341,28 @@ TEST(CpuExecutorTest, RefusesWhatItCannotRun) {
   std::shared_ptr<const plan::Plan> plan = LoadPlan(spec);
   ASSERT_NE(plan, nullptr);
 
-  EXPECT_EQ(CreateCpuExecutorFactory(nullptr, spec).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateCpuExecutorFactory(nullptr, spec, std::nullopt).status().code(), StatusCode::kInvalidArgument);
 
   ModelSpec int_io = spec;
   int_io.inputs[0].dtype = DataType::kInt32;
-  Result<std::unique_ptr<ExecutorFactory>> refused = CreateCpuExecutorFactory(plan, int_io);
+  Result<std::unique_ptr<ExecutorFactory>> refused = CreateCpuExecutorFactory(plan, int_io, std::nullopt);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("INT32"), std::string::npos);
 
   ModelSpec wrong_width = spec;
   wrong_width.outputs[0].dims = {testing::kOddIn + 1};
-  refused = CreateCpuExecutorFactory(plan, wrong_width);
+  refused = CreateCpuExecutorFactory(plan, wrong_width, std::nullopt);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("[38]"), std::string::npos)
       << refused.status().message();
 
   ModelSpec two_outputs = spec;
   two_outputs.outputs.push_back(spec.outputs[0]);
-  EXPECT_EQ(CreateCpuExecutorFactory(plan, two_outputs).status().code(),
+  EXPECT_EQ(CreateCpuExecutorFactory(plan, two_outputs, std::nullopt).status().code(),
             StatusCode::kInvalidArgument);
 
   auto invalid = std::make_shared<plan::Plan>();  // no ops, no input
-  EXPECT_FALSE(CreateCpuExecutorFactory(invalid, spec).ok());
+  EXPECT_FALSE(CreateCpuExecutorFactory(invalid, spec, std::nullopt).ok());
 }
 
 // A plan of one attention op: [tokens, 3·d] packed q | k | v in, [tokens, d] out.
@@ -400,7 +400,8 @@ TEST(CpuExecutorTest, AttentionRunsPerSequenceOverPackedTokens) {
   constexpr std::int64_t kQkv = 3 * kHeads * kHeadDim;
   const ModelSpec spec = MakeSpec("attention", {-1, kQkv}, {-1, kHeads * kHeadDim});
   Result<std::unique_ptr<ExecutorFactory>> factory =
-      CreateCpuExecutorFactory(AttentionPlan(kHeads, kHeadDim), spec);
+      CreateCpuExecutorFactory(AttentionPlan(kHeads, kHeadDim), spec,
+                               MakeTokenLayout(spec, std::nullopt).value());
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   Result<std::unique_ptr<ExecutorInstance>> instance = (*factory)->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
@@ -430,7 +431,7 @@ TEST(CpuExecutorTest, AttentionRunsPerSequenceOverPackedTokens) {
 TEST(CpuExecutorTest, TokenPlanNeedsSequenceDims) {
   const ModelSpec spec = MakeSpec("attention", {18}, {6});
   Result<std::unique_ptr<ExecutorFactory>> refused =
-      CreateCpuExecutorFactory(AttentionPlan(2, 3), spec);
+      CreateCpuExecutorFactory(AttentionPlan(2, 3), spec, std::nullopt);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("[seq, width]"), std::string::npos)
       << refused.status().message();

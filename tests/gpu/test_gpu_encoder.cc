@@ -60,10 +60,24 @@ ModelSpec TokenSpec(const plan::Plan& plan, const std::string& precision) {
   spec.max_batch_size = 8;
   spec.inputs = {TensorSpec{"x", DataType::kFp32, {-1, plan.input_width()}}};
   spec.outputs = {TensorSpec{"y", DataType::kFp32, {-1, plan.output_width()}}};
-  spec.parameters["precision"] = precision;
-  spec.parameters["max_tokens_per_batch"] = std::to_string(kMaxTokens);
-  spec.parameters["algo_candidates"] = "2";  // load time: tuning is not under test here
+  spec.options = testing::Options({{"precision", precision},
+                                    {"max_tokens_per_batch", std::to_string(kMaxTokens)},
+                                    // load time: tuning is not under test here
+                                    {"algo_candidates", "2"}});
   return spec;
+}
+
+// The layout the loader gives such a model (every input carries tokens, no mask).
+std::optional<TokenLayout> Layout(const ModelSpec& spec) {
+  Result<TokenLayout> layout = MakeTokenLayout(spec, std::nullopt);
+  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+  if (!layout.ok()) return std::nullopt;
+  return *layout;
+}
+
+Result<std::unique_ptr<ExecutorFactory>> TokenFactory(std::shared_ptr<const plan::Plan> plan,
+                                                      const ModelSpec& spec) {
+  return CreateGpuExecutorFactory(std::move(plan), spec, Layout(spec));
 }
 
 std::int64_t Sum(const std::vector<std::int32_t>& lengths) {
@@ -98,7 +112,7 @@ std::vector<float> CheckBatch(ExecutorInstance& instance, const plan::Plan& plan
 void CheckMixedAndAlone(const std::shared_ptr<const plan::Plan>& plan,
                         const std::string& precision, const std::vector<std::int32_t>& lengths,
                         float input_scale, double tolerance) {
-  auto factory = CreateGpuExecutorFactory(plan, TokenSpec(*plan, precision));
+  auto factory = TokenFactory(plan, TokenSpec(*plan, precision));
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   std::printf("%s\n", factory.value()->Describe().c_str());
   auto instance = factory.value()->CreateInstance(0);
@@ -256,7 +270,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, EncoderLayerTest, ::testing::ValuesIn(LayerCases()
 TEST(GpuEncoder, Bf16LayerOfWidth768MatchesReferenceAt512Tokens) {
   SKIP_WITHOUT_GPU();
   auto plan = EncoderLayerPlan({768, 12, 3072, Activation::kGeluErf, false, "bf16"});
-  auto factory = CreateGpuExecutorFactory(plan, TokenSpec(*plan, "bf16"));
+  auto factory = TokenFactory(plan, TokenSpec(*plan, "bf16"));
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
@@ -271,11 +285,11 @@ TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRuns) {
   const std::filesystem::path cache = std::filesystem::temp_directory_path() /
                                       ("ltserve_encoder_cache_" + std::to_string(Rng()()));
   ModelSpec spec = TokenSpec(*plan, "bf16");
-  spec.parameters["algo_cache_file"] = cache.string();
-  auto graphed = CreateGpuExecutorFactory(plan, spec);
+  spec.options.algo_cache_file = cache.string();
+  auto graphed = TokenFactory(plan, spec);
   ASSERT_TRUE(graphed.ok()) << graphed.status().ToString();
-  spec.parameters["cuda_graphs"] = "false";
-  auto eager = CreateGpuExecutorFactory(plan, spec);  // the same algorithms, from the file
+  spec.options.cuda_graphs = false;
+  auto eager = TokenFactory(plan, spec);  // the same algorithms, from the file
   ASSERT_TRUE(eager.ok()) << eager.status().ToString();
   auto a = graphed.value()->CreateInstance(0);
   auto b = eager.value()->CreateInstance(0);
@@ -298,7 +312,7 @@ TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRuns) {
 TEST(GpuEncoder, EmptySequencesInABatchAreSkipped) {
   SKIP_WITHOUT_GPU();
   auto plan = EncoderLayerPlan({64, 4, 128, Activation::kRelu, true, "fp32"});
-  auto factory = CreateGpuExecutorFactory(plan, TokenSpec(*plan, "fp32"));
+  auto factory = TokenFactory(plan, TokenSpec(*plan, "fp32"));
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
@@ -329,7 +343,7 @@ TEST(GpuBuckets, TokenModelsGoUpInStepsAfterTheFirstStep) {
 TEST(GpuEncoder, RejectsBadTokenBatches) {
   SKIP_WITHOUT_GPU();
   auto plan = AttentionPlan(2, 16);
-  auto factory = CreateGpuExecutorFactory(plan, TokenSpec(*plan, "bf16"));
+  auto factory = TokenFactory(plan, TokenSpec(*plan, "bf16"));
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
@@ -364,17 +378,21 @@ TEST(GpuEncoder, RejectsBadTokenBatches) {
   CheckBatch(exec, *plan, "bf16", three, 1.0f, kTolAttentionBf16);
 }
 
-TEST(GpuEncoder, VariableLengthWithoutATokenBudgetIsALoadError) {
+TEST(GpuEncoder, TokenPlanWithoutATokenBudgetIsALoadError) {
   SKIP_WITHOUT_GPU();
   auto plan = AttentionPlan(2, 16);
   ModelSpec spec = TokenSpec(*plan, "bf16");
-  spec.parameters.erase("max_tokens_per_batch");  // dims [-1, width]: no length to size by
-  EXPECT_EQ(CreateGpuExecutorFactory(plan, spec).status().code(), StatusCode::kInvalidArgument);
-  spec.parameters["max_tokens_per_batch"] = "0";
-  EXPECT_EQ(CreateGpuExecutorFactory(plan, spec).status().code(), StatusCode::kInvalidArgument);
+  // No layout: nothing says how many packed tokens an instance holds.
+  EXPECT_EQ(CreateGpuExecutorFactory(plan, spec, std::nullopt).status().code(),
+            StatusCode::kInvalidArgument);
+  std::optional<TokenLayout> no_budget = Layout(spec);
+  ASSERT_TRUE(no_budget.has_value());
+  no_budget->max_batch_tokens = 0;
+  EXPECT_EQ(CreateGpuExecutorFactory(plan, spec, no_budget).status().code(),
+            StatusCode::kInvalidArgument);
   spec.inputs[0].dims = {16, plan->input_width()};  // fixed length: 8 sequences of 16 tokens
-  spec.parameters.erase("max_tokens_per_batch");
-  auto factory = CreateGpuExecutorFactory(plan, spec);
+  spec.options.max_tokens_per_batch.reset();
+  auto factory = TokenFactory(plan, spec);
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   EXPECT_NE(factory.value()->Describe().find("up to 128 rows"), std::string::npos)
       << factory.value()->Describe();

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/float16.h"
+#include "config/model_config.h"
 #include "gpu/gpu_executor.h"
 #include "reference.h"
 #include "test_support.h"
@@ -107,7 +108,7 @@ ModelSpec Spec(const plan::Plan& plan, const std::string& precision, DataType io
   spec.max_batch_size = max_batch;
   spec.inputs = {TensorSpec{"x", io, {plan.input_width()}}};
   spec.outputs = {TensorSpec{"y", io, {plan.output_width()}}};
-  spec.parameters["precision"] = precision;
+  spec.options = testing::Options({{"precision", precision}});
   return spec;
 }
 
@@ -131,15 +132,17 @@ class PrecisionTest : public ::testing::TestWithParam<Case> {};
 void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c,
                            std::map<std::string, std::string> extra = {}) {
   ModelSpec spec = Spec(*plan, c.precision, c.io);
-  for (auto& [k, v] : extra) spec.parameters[k] = v;
-  auto factory = CreateGpuExecutorFactory(plan, spec);
+  std::map<std::string, std::string> parameters = extra;
+  parameters["precision"] = c.precision;
+  spec.options = testing::Options(parameters);
+  auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   const std::string describe = factory.value()->Describe();
   std::printf("%s\n", describe.c_str());
-  if (spec.parameters["fuse_epilogues"] == "false") {
+  if (extra["fuse_epilogues"] == "false") {
     EXPECT_NE(describe.find("(0 with fused epilogue)"), std::string::npos) << describe;
   }
-  if (spec.parameters["small_batch_kernel"] == "always" && c.precision != "fp32" &&
+  if (extra["small_batch_kernel"] == "always" && c.precision != "fp32" &&
       c.precision != "tf32") {
     // 7 layers × the 4 buckets of at most 8 rows (1, 2, 4, 8).
     EXPECT_NE(describe.find("small-batch kernel for 28 GEMM buckets"), std::string::npos)
@@ -211,7 +214,7 @@ TEST_P(PrecisionTest, SmallBatchKernelMatchesReference) {
 TEST_P(PrecisionTest, AlignedWidthsFuseEveryLayerAndMatchReference) {
   SKIP_WITHOUT_GPU();
   auto plan = AlignedPlan();
-  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, GetParam().precision, GetParam().io));
+  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, GetParam().precision, GetParam().io), std::nullopt);
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   EXPECT_NE(factory.value()->Describe().find("3 GEMMs (3 with fused epilogue)"), std::string::npos)
       << factory.value()->Describe();
@@ -242,8 +245,8 @@ TEST(GpuExecutor, ExactGeluIsCloserToErfThanTheTanhEpilogue) {
   const char* modes[2] = {"exact", "tanh"};
   for (int m = 0; m < 2; ++m) {
     ModelSpec spec = Spec(*plan, "fp32", DataType::kFp32);
-    spec.parameters["gelu_epilogue"] = modes[m];
-    auto factory = CreateGpuExecutorFactory(plan, spec);
+    spec.options = testing::Options({{"precision", "fp32"}, {"gelu_epilogue", modes[m]}});
+    auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
     ASSERT_TRUE(factory.ok()) << factory.status().ToString();
     auto instance = factory.value()->CreateInstance(0);
     ASSERT_TRUE(instance.ok()) << instance.status().ToString();
@@ -265,12 +268,12 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
   const std::filesystem::path cache =
       std::filesystem::temp_directory_path() / ("ltserve_algo_cache_" + std::to_string(Rng()()));
   ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
-  spec.parameters["algo_cache_file"] = cache.string();
-  auto graphed = CreateGpuExecutorFactory(plan, spec);
+  spec.options.algo_cache_file = cache.string();
+  auto graphed = CreateGpuExecutorFactory(plan, spec, std::nullopt);
   ASSERT_TRUE(graphed.ok()) << graphed.status().ToString();
   ASSERT_TRUE(std::filesystem::exists(cache));
-  spec.parameters["cuda_graphs"] = "false";
-  auto eager = CreateGpuExecutorFactory(plan, spec);  // same algorithms, read from the file
+  spec.options.cuda_graphs = false;
+  auto eager = CreateGpuExecutorFactory(plan, spec, std::nullopt);  // same algorithms, from the file
   ASSERT_TRUE(eager.ok()) << eager.status().ToString();
   EXPECT_NE(eager.value()->Describe().find("from the cache (" + cache.string() + ")"),
             std::string::npos)
@@ -291,7 +294,7 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
 TEST(GpuExecutor, TwoInstancesOnTwoThreadsGiveTheResultsOfOne) {
   SKIP_WITHOUT_GPU();
   auto plan = AlignedPlan();
-  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32));
+  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32), std::nullopt);
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   constexpr int kRounds = 20;
   std::vector<std::vector<float>> inputs[2];
@@ -334,7 +337,7 @@ TEST(GpuExecutor, TwoInstancesOnTwoThreadsGiveTheResultsOfOne) {
 TEST(GpuExecutor, RejectsBadBatchesAndBuffers) {
   SKIP_WITHOUT_GPU();
   auto plan = AlignedPlan();
-  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32));
+  auto factory = CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32), std::nullopt);
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok());
@@ -359,22 +362,21 @@ TEST(GpuExecutor, RejectsBadParametersAndUnsupportedModels) {
            {"precision", "int8"}, {"gelu_epilogue", "fast"}, {"cuda_graphs", "yes"},
            {"cublaslt_workspace_bytes", "-1"}, {"algo_candidates", "many"},
            {"fuse_epilogues", "no"}, {"small_batch_kernel", "sometimes"}}) {
-    ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
-    spec.parameters[name] = value;
-    EXPECT_EQ(CreateGpuExecutorFactory(plan, spec).status().code(), StatusCode::kInvalidArgument)
+    EXPECT_EQ(config::ParseModelOptions({{"precision", "bf16"}, {name, value}}).status().code(),
+              StatusCode::kInvalidArgument)
         << name;
   }
   ModelSpec int_io = Spec(*plan, "bf16", DataType::kInt32);
-  EXPECT_EQ(CreateGpuExecutorFactory(plan, int_io).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(CreateGpuExecutorFactory(nullptr, int_io).status().code(),
+  EXPECT_EQ(CreateGpuExecutorFactory(plan, int_io, std::nullopt).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateGpuExecutorFactory(nullptr, int_io, std::nullopt).status().code(),
             StatusCode::kInvalidArgument);
 
   const std::filesystem::path cache =
       std::filesystem::temp_directory_path() / ("ltserve_bad_cache_" + std::to_string(Rng()()));
   std::ofstream(cache) << "not a cache\n";
   ModelSpec bad_cache = Spec(*plan, "bf16", DataType::kFp32);
-  bad_cache.parameters["algo_cache_file"] = cache.string();
-  EXPECT_EQ(CreateGpuExecutorFactory(plan, bad_cache).status().code(),
+  bad_cache.options.algo_cache_file = cache.string();
+  EXPECT_EQ(CreateGpuExecutorFactory(plan, bad_cache, std::nullopt).status().code(),
             StatusCode::kInvalidArgument);
   std::filesystem::remove(cache);
 
@@ -387,8 +389,11 @@ TEST(GpuExecutor, RejectsBadParametersAndUnsupportedModels) {
   b.plan->SetInput(in, plan::InputKind::kTokens);
   b.plan->SetOutput(attn);
   ModelSpec tokens = Spec(*b.plan, "bf16", DataType::kFp32);
-  tokens.parameters["max_tokens_per_batch"] = "256";
-  EXPECT_EQ(CreateGpuExecutorFactory(b.plan, tokens).status().code(), StatusCode::kUnimplemented);
+  tokens.options.max_tokens_per_batch = 256;
+  EXPECT_EQ(CreateGpuExecutorFactory(b.plan, tokens, MakeTokenLayout(tokens, std::nullopt).value())
+                .status()
+                .code(),
+            StatusCode::kUnimplemented);
 }
 
 TEST(GpuExecutor, OutOfMemoryAtLoadIsAResourceExhaustedError) {
@@ -400,12 +405,12 @@ TEST(GpuExecutor, OutOfMemoryAtLoadIsAResourceExhaustedError) {
   b.plan->SetOutput(out);
   // 2^31 rows of 4096 bf16 values: 16 TiB per activation, more than any GPU holds.
   auto factory = CreateGpuExecutorFactory(
-      b.plan, Spec(*b.plan, "bf16", DataType::kFp32, std::numeric_limits<int>::max()));
+      b.plan, Spec(*b.plan, "bf16", DataType::kFp32, std::numeric_limits<int>::max()), std::nullopt);
   EXPECT_EQ(factory.status().code(), StatusCode::kResourceExhausted)
       << factory.status().ToString();
   // The failed load leaves the device usable.
   auto plan = AlignedPlan();
-  EXPECT_TRUE(CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32)).ok());
+  EXPECT_TRUE(CreateGpuExecutorFactory(plan, Spec(*plan, "bf16", DataType::kFp32), std::nullopt).ok());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include "config/model_config.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +10,12 @@
 #include "common/float16.h"
 
 namespace ltserve::testing {
+
+ModelOptions Options(const std::map<std::string, std::string>& parameters) {
+  Result<ModelOptions> options = config::ParseModelOptions(parameters);
+  EXPECT_TRUE(options.ok()) << options.status().ToString();
+  return options.ok() ? *options : ModelOptions{};
+}
 
 std::mt19937& Rng() {
   static std::mt19937 rng = [] {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <span>
@@ -14,6 +15,7 @@
 #include "common/data_type.h"
 #include "executor/executor.h"
 #include "gpu/gpu_executor.h"
+#include "model/model_options.h"
 #include "plan/plan.h"
 
 namespace ltserve::testing {
@@ -38,6 +40,10 @@ struct Builder {
   plan::ValueId LayerNorm(plan::ValueId in, plan::ValueId residual = plan::kNoValue);
   plan::ValueId Attention(plan::ValueId qkv, std::int64_t num_heads);
 };
+
+// `parameters` as a config.pbtxt would give them, parsed by the config's own rules (a test
+// failure when they do not parse).
+ModelOptions Options(const std::map<std::string, std::string>& parameters);
 
 // `v` rounded to what the given precision or I/O type stores ("bf16", "fp16"; else unchanged).
 float RoundTo(float v, const std::string& precision);

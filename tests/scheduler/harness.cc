@@ -40,7 +40,7 @@ Harness::Harness(SchedulerOptions scheduler_options, int instances, std::size_t 
     : options(std::move(scheduler_options)), rng_(std::random_device{}()) {
   std::vector<std::unique_ptr<ExecutorInstance>> fakes;
   const BatchLayout layout = options.max_batch_size == 0 ? BatchLayout::kWhole
-                            : options.packed_sequences  ? BatchLayout::kPackedSequences
+                            : options.tokens            ? BatchLayout::kPackedSequences
                                                         : BatchLayout::kRows;
   for (int i = 0; i < instances; ++i) {
     fakes.push_back(std::make_unique<FakeInstance>(&backend, capacity_floats, layout));
@@ -148,12 +148,21 @@ void ExpectOwnOutputs(const Call& call, const Outcome& outcome) {
   }
 }
 
+TokenLayout PackedLayout(std::int64_t max_tokens) {
+  TokenLayout tokens;
+  tokens.token_inputs = {0};
+  tokens.sequence_input = 0;
+  tokens.max_sequence_length = 0;  // no limit unless a test sets one
+  tokens.max_batch_tokens = max_tokens;
+  return tokens;
+}
+
 SchedulerOptions MaskedOptions(std::int64_t max_tokens, std::int64_t width) {
   SchedulerOptions options = BatchingOptions(/*max_batch_size=*/8, std::chrono::microseconds(0));
-  options.packed_sequences = true;
-  options.max_batch_tokens = max_tokens;
-  options.key_padding_mask_input = 1;
-  options.output_token_bytes = {static_cast<std::size_t>(width) * sizeof(float), sizeof(float)};
+  TokenLayout tokens = PackedLayout(max_tokens);
+  tokens.mask_input = 1;
+  tokens.output_token_bytes = {static_cast<std::size_t>(width) * sizeof(float), sizeof(float)};
+  options.tokens = tokens;
   return options;
 }
 

@@ -79,7 +79,7 @@ class Harness {
   // batch dimension); `adjust` may set priority, timeouts or break the request on purpose.
   std::shared_ptr<Call> Send(std::int64_t rows, std::int64_t width = kWidth,
                              const std::function<void(InferenceRequest&)>& adjust = {});
-  // For packed_sequences: `batch` sequences of `seq` tokens, shape [batch, seq, width].
+  // For a token layout: `batch` sequences of `seq` tokens, shape [batch, seq, width].
   std::shared_ptr<Call> SendSequences(std::int64_t batch, std::int64_t seq,
                                       std::int64_t width = kWidth);
   // For a key-padding mask model (mask input 1): [batch, seq, width] tokens and `mask`
@@ -115,6 +115,9 @@ class Harness {
 void ExpectOwnOutputs(const Call& call, const Outcome& outcome);
 
 // Options for a token model with a key-padding mask as input 1, up to `max_tokens` tokens.
+// A token layout as the loader gives a one-input token model: input 0 carries the tokens, no
+// sequence limit, `max_tokens` per batch (0: none).
+TokenLayout PackedLayout(std::int64_t max_tokens);
 SchedulerOptions MaskedOptions(std::int64_t max_tokens, std::int64_t width = kWidth);
 
 // The first value of each row of `calls`, in order: what the executor sees if they ran in order.

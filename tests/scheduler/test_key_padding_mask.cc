@@ -152,7 +152,7 @@ Status CreateStatus(const SchedulerOptions& options) {
 
 TEST(KeyPaddingMask, OptionsWithoutATokenBudgetAreRefused) {
   SchedulerOptions options = MaskedOptions(kMaxTokens);
-  options.max_batch_tokens = 0;
+  options.tokens->max_batch_tokens = 0;
   const Status status = CreateStatus(options);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("token budget"), std::string::npos) << status.ToString();
@@ -160,7 +160,7 @@ TEST(KeyPaddingMask, OptionsWithoutATokenBudgetAreRefused) {
 
 TEST(KeyPaddingMask, OptionsWithoutOutputTokenBytesAreRefused) {
   SchedulerOptions options = MaskedOptions(kMaxTokens);
-  options.output_token_bytes.pop_back();
+  options.tokens->output_token_bytes.pop_back();
   const Status status = CreateStatus(options);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("bytes of one token"), std::string::npos) << status.ToString();

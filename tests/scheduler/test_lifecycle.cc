@@ -278,7 +278,7 @@ TEST(Lifecycle, CreateRejectsInconsistentOptions) {
   bad_default.default_priority_level = 3;
   EXPECT_EQ(create(bad_default, 1, &stats), StatusCode::kInvalidArgument);
   SchedulerOptions packed_without_batch = BatchingOptions(0, 0us);
-  packed_without_batch.packed_sequences = true;
+  packed_without_batch.tokens = PackedLayout(0);
   EXPECT_EQ(create(packed_without_batch, 1, &stats), StatusCode::kInvalidArgument);
 }
 

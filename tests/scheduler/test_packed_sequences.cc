@@ -14,8 +14,7 @@ constexpr std::int64_t kMaxTokens = 40;
 
 SchedulerOptions PackedOptions() {
   SchedulerOptions options = BatchingOptions(/*max_batch_size=*/8, /*max_queue_delay=*/0us);
-  options.packed_sequences = true;
-  options.max_batch_tokens = kMaxTokens;
+  options.tokens = PackedLayout(kMaxTokens);
   return options;
 }
 
@@ -68,7 +67,7 @@ TEST(PackedSequences, RequestsThatCannotBePackedAreRejected) {
 
 TEST(PackedSequences, SequenceOverMaxSequenceLengthIsInvalidArgumentNamingBoth) {
   SchedulerOptions options = PackedOptions();
-  options.max_sequence_length = 6;
+  options.tokens->max_sequence_length = 6;
   Harness h(options);
   auto too_long = h.SendSequences(1, 7);
   ASSERT_FALSE(too_long->id.ok());

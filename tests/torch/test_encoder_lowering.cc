@@ -140,7 +140,8 @@ TEST(KeyPaddingWrapperTest, ScriptedWrapperLowersWithItsMaskInputRecorded) {
   const ModelSpec spec = MaskedSpec();
   LoadedModel loaded = LoadOk(spec);
   ASSERT_NE(loaded.plan, nullptr) << loaded.lowering_report;
-  EXPECT_EQ(loaded.key_padding_mask_input, 1);
+  ASSERT_TRUE(loaded.token_layout.has_value());
+  EXPECT_EQ(loaded.token_layout->mask_input, std::optional<std::size_t>(1));
   EXPECT_EQ(loaded.plan->input_kind(), plan::InputKind::kTokens);
   EXPECT_EQ(CountAttention(*loaded.plan), 1u);
   EXPECT_NE(loaded.lowering_report.find("key-padding mask: input 'MASK__1'"), std::string::npos)
@@ -157,7 +158,8 @@ TEST_P(WrapperWithBlocksTest, LowersTheBlocksAndTheEncoderWithItsMaskInputRecord
   const ModelSpec spec = MaskedSpec("enc_masked_wrapped_" + GetParam(), 37, 5);
   LoadedModel loaded = LoadOk(spec);
   ASSERT_NE(loaded.plan, nullptr) << loaded.lowering_report;
-  EXPECT_EQ(loaded.key_padding_mask_input, 1);
+  ASSERT_TRUE(loaded.token_layout.has_value());
+  EXPECT_EQ(loaded.token_layout->mask_input, std::optional<std::size_t>(1));
   EXPECT_EQ(loaded.plan->input_width(), 37);
   EXPECT_EQ(loaded.plan->output_width(), 5);
   EXPECT_EQ(CountAttention(*loaded.plan), 2u);
@@ -172,7 +174,7 @@ TEST(KeyPaddingWrapperTest, TracedWrapperAroundABareLayerFallsBackSayingWhy) {
   LoadedModel loaded = LoadOk(MaskedSpec("enc_masked_layer_trace"));
   EXPECT_EQ(loaded.plan, nullptr);
   EXPECT_NE(loaded.torchscript, nullptr);
-  EXPECT_EQ(loaded.key_padding_mask_input, -1);
+  EXPECT_FALSE(loaded.token_layout.has_value());
   EXPECT_NE(loaded.lowering_report.find("'MASK__1' looks like a key-padding mask, but"),
             std::string::npos)
       << loaded.lowering_report;
@@ -183,7 +185,7 @@ TEST(KeyPaddingWrapperTest, TracedWrapperAroundABareLayerFallsBackSayingWhy) {
 
 TEST(KeyPaddingWrapperTest, UnlowerableWrapperWithExecutionPathPlanIsAnError) {
   ModelSpec spec = MaskedSpec("enc_masked_layer_trace");
-  spec.parameters["execution_path"] = "plan";
+  spec.options.execution_path = PathChoice::kPlan;
   Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition);
@@ -193,12 +195,12 @@ TEST(KeyPaddingWrapperTest, UnlowerableWrapperWithExecutionPathPlanIsAnError) {
 // A trace through the nested-tensor fast path would answer other masks wrongly through
 // TorchScript: the load fails, on every execution path, and says how to export instead.
 TEST(KeyPaddingWrapperTest, TraceThroughNestedTensorsIsALoadErrorSayingHowToExport) {
-  for (const char* path : {"auto", "torchscript"}) {
+  for (PathChoice path : {PathChoice::kAuto, PathChoice::kTorchScript}) {
     ModelSpec spec = MaskedSpec("enc_masked_nested_trace", 37, 5);
-    spec.parameters["execution_path"] = path;
+    spec.options.execution_path = path;
     Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
-    ASSERT_FALSE(loaded.ok()) << path;
-    EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument) << path;
+    ASSERT_FALSE(loaded.ok()) << static_cast<int>(path);
+    EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument) << static_cast<int>(path);
     const std::string& message = loaded.status().message();
     EXPECT_NE(message.find("aten::_nested_tensor_from_mask"), std::string::npos) << message;
     EXPECT_NE(message.find("enable_nested_tensor=False"), std::string::npos) << message;
@@ -235,10 +237,10 @@ TEST(KeyPaddingWrapperTest, MaskMissingFromTheConfigIsALoadError) {
 TEST(KeyPaddingWrapperTest, ExecutionPathTorchScriptSkipsTheMaskChecks) {
   ModelSpec spec = MaskedSpec();
   spec.inputs[1].dtype = DataType::kFp32;
-  spec.parameters["execution_path"] = "torchscript";
+  spec.options.execution_path = PathChoice::kTorchScript;
   LoadedModel loaded = LoadOk(spec);
   EXPECT_EQ(loaded.plan, nullptr);
-  EXPECT_EQ(loaded.key_padding_mask_input, -1);
+  EXPECT_FALSE(loaded.token_layout.has_value());
 }
 
 TEST(EncoderConfigTest, EncoderWithoutSequenceDimFallsBack) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "executor/executor.h"
-#include "executor/model_spec.h"
+#include "model/model_spec.h"
 
 namespace ltserve::testing {
 

@@ -268,30 +268,21 @@ TEST_F(CorruptFileTest, TruncatedModelIsAnErrorNamingTheFile) {
 
 TEST(TorchLoaderTest, ExecutionPathTorchScriptSkipsLowering) {
   ModelSpec spec = MakeSpec("relu_script", {37}, {37});
-  spec.parameters["execution_path"] = "torchscript";
+  spec.options.execution_path = PathChoice::kTorchScript;
   ExpectFallback(spec, "torchscript");
 }
 
 TEST(TorchLoaderTest, ExecutionPathPlanLowersOrFails) {
   ModelSpec lowerable = MakeSpec("relu_trace", {37}, {37});
-  lowerable.parameters["execution_path"] = "plan";
+  lowerable.options.execution_path = PathChoice::kPlan;
   EXPECT_NE(LoadOk(lowerable).plan, nullptr);
 
   ModelSpec unlowerable = MakeSpec("cumsum", {37}, {5});
-  unlowerable.parameters["execution_path"] = "plan";
+  unlowerable.options.execution_path = PathChoice::kPlan;
   Result<LoadedModel> loaded = LoadTorchScriptModel(unlowerable);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(loaded.status().message().find("aten::cumsum"), std::string::npos);
-}
-
-TEST(TorchLoaderTest, UnknownExecutionPathIsAnError) {
-  ModelSpec spec = MakeSpec("relu_script", {37}, {37});
-  spec.parameters["execution_path"] = "gpu-please";
-  Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
-  ASSERT_FALSE(loaded.ok());
-  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(loaded.status().message().find("gpu-please"), std::string::npos);
 }
 
 }  // namespace

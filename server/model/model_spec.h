@@ -1,17 +1,16 @@
-// What an executor needs to know of a model's configuration, as plain data.
-//
-// server/config turns config.pbtxt (a protobuf message) into a ModelSpec; server/torch and
-// server/gpu take a ModelSpec, so neither sees protobuf headers (libtorch bundles its own
-// protobuf and fmt, which must not meet Debian's in one translation unit).
+// One typed description of a model, as plain data: what config.pbtxt says (tensors, batching,
+// placement, typed options), made by server/config and read by every other component. No
+// protobuf or torch here: server/torch and server/gpu include it next to headers that must not
+// meet Debian's protobuf in one translation unit.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "common/data_type.h"
+#include "model/model_options.h"
 
 namespace ltserve {
 
@@ -33,8 +32,7 @@ struct ModelSpec {
   std::vector<TensorSpec> outputs;
   DeviceKind device = DeviceKind::kAuto;
   int instance_count = 1;
-  // config.pbtxt `parameters` (string values): precision, gelu, workspace size, ...
-  std::map<std::string, std::string> parameters;
+  ModelOptions options;              // config.pbtxt `parameters`, parsed
 };
 
 }  // namespace ltserve

@@ -1,0 +1,106 @@
+#include "gpu_forward_timer.h"
+
+#include <type_traits>
+#include <variant>
+
+#include "gpu/cuda_check.h"
+
+namespace ltserve_bench {
+
+using ltserve::InvalidArgument;
+using ltserve::Result;
+using ltserve::Status;
+namespace gpu = ltserve::gpu;
+
+Result<std::unique_ptr<GpuForwardTimer>> GpuForwardTimer::Create(
+    std::shared_ptr<const gpu::GpuModel> model) {
+  std::unique_ptr<GpuForwardTimer> timer(new GpuForwardTimer());
+  LTSERVE_ASSIGN_OR_RETURN(timer->state_, gpu::DeviceState::Create(model));
+  LTSERVE_ASSIGN_OR_RETURN(timer->graphs_,
+                           gpu::BucketGraphs::Capture(*timer->state_, model->buckets().size(),
+                                                      model->options().cuda_graphs));
+  LTSERVE_ASSIGN_OR_RETURN(timer->start_, gpu::CreateEvent(/*timing=*/true));
+  LTSERVE_ASSIGN_OR_RETURN(timer->stop_, gpu::CreateEvent(/*timing=*/true));
+  timer->model_ = std::move(model);
+  return timer;
+}
+
+Result<double> GpuForwardTimer::TimeForward(std::int64_t rows, int iterations) {
+  if (rows < 1 || rows > model_->options().capacity_rows || iterations < 1) {
+    return InvalidArgument("TimeForward: rows or iterations out of range");
+  }
+  const std::size_t bucket = model_->BucketFor(rows);
+  cudaStream_t stream = state_->stream();
+  LTSERVE_RETURN_IF_ERROR(graphs_.Launch(*state_, bucket));  // warm-up
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream));
+  for (int i = 0; i < iterations; ++i) LTSERVE_RETURN_IF_ERROR(graphs_.Launch(*state_, bucket));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_.get(), stream));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_.get()));
+  float ms = 0;
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
+  return static_cast<double>(ms) * 1e3 / iterations;
+}
+
+Result<std::int64_t> GpuForwardTimer::TokenRows(std::span<const std::int32_t> lengths) const {
+  if (model_->plan().input_kind() != ltserve::plan::InputKind::kTokens) {
+    return InvalidArgument("timing sequences needs a token model");
+  }
+  std::int64_t rows = 0;
+  for (std::int32_t length : lengths) {
+    if (length < 0) return InvalidArgument("negative sequence length");
+    rows += length;
+  }
+  return rows;
+}
+
+Result<double> GpuForwardTimer::TimeTokenForward(std::span<const std::int32_t> lengths,
+                                                 int iterations) {
+  LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, TokenRows(lengths));
+  LTSERVE_RETURN_IF_ERROR(state_->SetSequences(lengths));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state_->stream()));
+  return TimeForward(rows, iterations);
+}
+
+Result<std::vector<StepTime>> GpuForwardTimer::ProfileTokenForward(
+    std::span<const std::int32_t> lengths, int iterations) {
+  LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, TokenRows(lengths));
+  if (rows < 1 || rows > model_->options().capacity_rows || iterations < 1) {
+    return InvalidArgument("ProfileTokenForward: tokens or iterations out of range");
+  }
+  const std::vector<gpu::Step>& steps = model_->steps();
+  std::vector<gpu::Event> marks;
+  for (std::size_t s = 0; s <= steps.size(); ++s) {
+    LTSERVE_ASSIGN_OR_RETURN(gpu::Event event, gpu::CreateEvent(/*timing=*/true));
+    marks.push_back(std::move(event));
+  }
+  LTSERVE_RETURN_IF_ERROR(state_->SetSequences(lengths));
+  const std::size_t bucket = model_->BucketFor(rows);
+  cudaStream_t stream = state_->stream();
+  std::vector<StepTime> times(steps.size());
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    times[s].kind = std::visit(
+        [](const auto& step) -> std::string {
+          using T = std::decay_t<decltype(step)>;
+          if constexpr (std::is_same_v<T, gpu::GemmStep>) return "gemm";
+          if constexpr (std::is_same_v<T, gpu::AttentionStep>) return "attention";
+          if constexpr (std::is_same_v<T, gpu::LayerNormStep>) return "layernorm";
+          return "pointwise";
+        },
+        steps[s]);
+  }
+  LTSERVE_RETURN_IF_ERROR(state_->Forward(bucket));  // warm-up
+  for (int i = 0; i < iterations; ++i) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks.front().get(), stream));
+    LTSERVE_RETURN_IF_ERROR(
+        state_->Forward(bucket, std::span<const gpu::Event>(marks).subspan(1)));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(marks.back().get()));
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      float ms = 0;
+      LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, marks[s].get(), marks[s + 1].get()));
+      times[s].us += static_cast<double>(ms) * 1e3 / iterations;
+    }
+  }
+  return times;
+}
+
+}  // namespace ltserve_bench

@@ -1,0 +1,55 @@
+// What the GPU benchmarks time of ltserve's executor: device time of its forward pass, replayed
+// from the same per-bucket CUDA graphs a serving instance replays, with inputs already on the
+// device; and, for a token model, where an eager pass spends its time step by step. Benchmark
+// code only: the serving instances carry no timing hooks.
+//
+// Thread-safety: one thread drives a timer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "gpu/bucket_graphs.h"
+#include "gpu/cuda_resources.h"
+#include "gpu/device_state.h"
+#include "gpu/gpu_model.h"
+
+namespace ltserve_bench {
+
+// Mean device time of one kind of step over an eager pass: "gemm", "attention", "layernorm" or
+// "pointwise"; CUDA events between steps, so each step also carries its launch gap.
+struct StepTime {
+  std::string kind;
+  double us = 0;
+};
+
+class GpuForwardTimer {
+ public:
+  // Buffers, stream and graphs of its own over `model` (tuned), beside any serving instance.
+  static ltserve::Result<std::unique_ptr<GpuForwardTimer>> Create(
+      std::shared_ptr<const ltserve::gpu::GpuModel> model);
+
+  // Mean µs of `iterations` back-to-back passes at `rows` rows (the bucket's graph).
+  ltserve::Result<double> TimeForward(std::int64_t rows, int iterations);
+  // The same for a token model over sequences of `lengths` tokens, packed.
+  ltserve::Result<double> TimeTokenForward(std::span<const std::int32_t> lengths, int iterations);
+  // Per step (plan order), mean µs over `iterations` eager passes.
+  ltserve::Result<std::vector<StepTime>> ProfileTokenForward(std::span<const std::int32_t> lengths,
+                                                             int iterations);
+
+ private:
+  GpuForwardTimer() = default;
+  ltserve::Result<std::int64_t> TokenRows(std::span<const std::int32_t> lengths) const;
+
+  std::shared_ptr<const ltserve::gpu::GpuModel> model_;
+  std::unique_ptr<ltserve::gpu::DeviceState> state_;
+  ltserve::gpu::BucketGraphs graphs_;
+  ltserve::gpu::Event start_;
+  ltserve::gpu::Event stop_;
+};
+
+}  // namespace ltserve_bench

@@ -1,0 +1,52 @@
+// What config.pbtxt's `parameters` say about a model, typed. server/config parses the string
+// map into this struct once, with one set of rules, defaults and error messages
+// (config/parameters.cc); every other component reads these fields and never a string key.
+// docs/model_repository.md lists the keys as a user writes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ltserve {
+
+// The GPU executor's compute precision (storage bf16/fp16/fp32; tf32 stores fp32 and
+// multiplies on TF32 tensor cores). The CPU plan computes in fp32 whatever this says.
+enum class Precision : std::uint8_t { kBf16, kFp16, kFp32, kTf32 };
+const char* PrecisionName(Precision precision);  // "bf16", "fp16", "fp32", "tf32"
+
+// How a GELU the model computes with erf runs on the GPU: as cuBLASLt's fused tanh epilogue,
+// or exactly in a separate kernel. Already resolved from the parameter's "auto".
+enum class GeluMode : std::uint8_t { kTanhEpilogue, kExact };
+
+// When to run a few-row Linear with the small-batch kernel instead of cuBLASLt: kAuto where it
+// times faster at load, kAlways wherever it can (tests), kOff never.
+enum class SmallBatchMode : std::uint8_t { kAuto, kAlways, kOff };
+
+// Which executor may run the model: kAuto lowers when possible, kPlan makes failing to lower a
+// load error, kTorchScript never lowers.
+enum class PathChoice : std::uint8_t { kAuto, kPlan, kTorchScript };
+
+struct ModelOptions {
+  Precision precision = Precision::kBf16;
+  // "auto" resolves to the tanh epilogue in 16-bit storage, where its error is far below one
+  // rounding step of the output (docs/gpu_executor.md), and to exact erf in fp32/tf32.
+  GeluMode gelu = GeluMode::kTanhEpilogue;
+  std::size_t workspace_bytes = std::size_t{32} << 20;  // cuBLASLt workspace per instance
+  int algo_candidates = 8;           // heuristic candidates timed per GEMM
+  std::string algo_cache_file;       // resolved against the model directory; empty: none
+  bool cuda_graphs = true;
+  SmallBatchMode small_batch = SmallBatchMode::kAuto;
+  bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
+  int gpu_device = 0;                // CUDA device ordinal
+  PathChoice execution_path = PathChoice::kAuto;
+  // Token models (encoders) only, as configured; TokenLayout (token_layout.h) resolves the
+  // defaults, because they depend on which input carries the tokens.
+  std::optional<std::int64_t> max_sequence_length;
+  std::optional<std::int64_t> max_tokens_per_batch;
+
+  friend bool operator==(const ModelOptions&, const ModelOptions&) = default;
+};
+
+}  // namespace ltserve

@@ -1,0 +1,52 @@
+// What the batcher takes and gives back: a request's inputs as the client sent them, its
+// completion callback, and the output slices the callback receives.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ltserve {
+
+
+// One per model input, in config order, already validated by the service.
+struct RequestInput {
+  // Row-major, batch first; points into memory kept alive by InferenceRequest::keep_alive.
+  std::span<const std::byte> bytes;
+  // Full shape as sent (batch dim first when max_batch_size > 0).
+  std::vector<std::int64_t> shape;
+};
+
+struct OutputSlice {
+  std::span<const std::byte> bytes;
+  std::vector<std::int64_t> shape;
+};
+
+// Called exactly once per accepted request: from a worker thread, or inline from Cancel, Drain or
+// the destructor (never from Enqueue). `outputs` (config order) are valid only during the call
+// (the gRPC layer copies them into the response); on failure `outputs` is empty. It must not
+// throw, and must not destroy the Scheduler.
+using CompletionFn = std::function<void(const Status& status, std::span<const OutputSlice> outputs)>;
+
+struct InferenceRequest {
+  std::vector<RequestInput> inputs;
+  std::int64_t batch_size = 1;     // the request's own batch dimension (1 when max_batch_size == 0)
+  // Token models: the seq of the layout's sequence input, set by the scheduler when it accepts
+  // the request; 0 otherwise.
+  std::int64_t sequence_length = 0;
+  std::uint32_t priority = 0;      // 0: the model's default_priority_level; 1 is the highest
+  std::uint64_t timeout_us = 0;    // the request's "timeout" parameter; 0: none
+  std::chrono::steady_clock::time_point deadline =
+      std::chrono::steady_clock::time_point::max();  // the gRPC deadline
+  std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+  std::shared_ptr<const void> keep_alive;
+  CompletionFn on_complete;
+};
+
+}  // namespace ltserve
