@@ -105,7 +105,9 @@ LoadedModel LoadOk(const ModelSpec& spec) {
   EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
   if (!loaded.ok()) return LoadedModel{};
   EXPECT_NE(loaded->torchscript, nullptr);
-  if (loaded->torchscript) EXPECT_EQ(loaded->torchscript->path(), ExecutionPath::kTorchScript);
+  if (loaded->torchscript) {
+    EXPECT_EQ(loaded->torchscript->path(), ExecutionPath::kTorchScript);
+  }
   return std::move(loaded).value();
 }
 

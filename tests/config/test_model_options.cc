@@ -1,0 +1,104 @@
+// `parameters` parsed into ModelOptions: each key reaches its typed field, defaults hold when a
+// key is absent, and a malformed value is refused naming the key and what was expected.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "config/model_config.h"
+
+namespace ltserve::config {
+namespace {
+
+Result<ModelOptions> Parse(const std::map<std::string, std::string>& parameters) {
+  return ParseModelOptions(parameters, "/models/m");
+}
+
+TEST(ModelOptions, AbsentKeysKeepTheDefaults) {
+  Result<ModelOptions> options = Parse({});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(*options, ModelOptions{});
+  EXPECT_EQ(options->precision, Precision::kBf16);
+  EXPECT_EQ(options->gelu, GeluMode::kTanhEpilogue);
+  EXPECT_EQ(options->workspace_bytes, std::size_t{32} << 20);
+  EXPECT_FALSE(options->max_sequence_length.has_value());
+  EXPECT_FALSE(options->max_tokens_per_batch.has_value());
+}
+
+TEST(ModelOptions, EveryKeyReachesItsField) {
+  Result<ModelOptions> options = Parse({{"precision", "fp16"},
+                                        {"gelu_epilogue", "exact"},
+                                        {"algo_candidates", "3"},
+                                        {"fuse_epilogues", "false"},
+                                        {"small_batch_kernel", "always"},
+                                        {"gpu_device", "2"},
+                                        {"cublaslt_workspace_bytes", "4096"},
+                                        {"algo_cache_file", "cache/../algos.txt"},
+                                        {"cuda_graphs", "false"},
+                                        {"execution_path", "torchscript"},
+                                        {"max_sequence_length", "77"},
+                                        {"max_tokens_per_batch", "900"}});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->precision, Precision::kFp16);
+  EXPECT_EQ(options->gelu, GeluMode::kExact);
+  EXPECT_EQ(options->algo_candidates, 3);
+  EXPECT_FALSE(options->fuse_epilogues);
+  EXPECT_EQ(options->small_batch, SmallBatchMode::kAlways);
+  EXPECT_EQ(options->gpu_device, 2);
+  EXPECT_EQ(options->workspace_bytes, 4096u);
+  EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
+  EXPECT_FALSE(options->cuda_graphs);
+  EXPECT_EQ(options->execution_path, PathChoice::kTorchScript);
+  EXPECT_EQ(options->max_sequence_length, 77);
+  EXPECT_EQ(options->max_tokens_per_batch, 900);
+}
+
+// "auto" fuses the tanh form where 16-bit storage hides its error, exact erf in fp32/tf32.
+TEST(ModelOptions, GeluAutoFollowsThePrecisionAndExplicitChoicesStay) {
+  const std::map<std::string, GeluMode> automatic{{"bf16", GeluMode::kTanhEpilogue},
+                                                  {"fp16", GeluMode::kTanhEpilogue},
+                                                  {"fp32", GeluMode::kExact},
+                                                  {"tf32", GeluMode::kExact}};
+  for (const auto& [precision, expected] : automatic) {
+    EXPECT_EQ(Parse({{"precision", precision}})->gelu, expected) << precision;
+    EXPECT_EQ(Parse({{"precision", precision}, {"gelu_epilogue", "auto"}})->gelu, expected)
+        << precision;
+    EXPECT_EQ(Parse({{"precision", precision}, {"gelu_epilogue", "tanh"}})->gelu,
+              GeluMode::kTanhEpilogue)
+        << precision;
+    EXPECT_EQ(Parse({{"precision", precision}, {"gelu_epilogue", "exact"}})->gelu,
+              GeluMode::kExact)
+        << precision;
+  }
+}
+
+TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"execution_path", "gpu-please"}, {"max_tokens_per_batch", "abc"},
+      {"max_tokens_per_batch", "0"},    {"max_tokens_per_batch", "-3"},
+      {"max_tokens_per_batch", "12x"},  {"gpu_device", "-1"},
+      {"algo_candidates", "0"},         {"cublaslt_workspace_bytes", "0"},
+      {"small_batch_kernel", "never"},  {"fuse_epilogues", "1"}};
+  for (const auto& [key, value] : bad) {
+    Result<ModelOptions> options = Parse({{key, value}});
+    ASSERT_FALSE(options.ok()) << key << "=" << value;
+    EXPECT_EQ(options.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(options.status().message().find("parameter '" + key + "'"), std::string::npos)
+        << options.status().message();
+    EXPECT_NE(options.status().message().find("'" + value + "' is not valid; expected"),
+              std::string::npos)
+        << options.status().message();
+  }
+}
+
+TEST(ModelOptions, UnknownKeysAreRefusedAndTritonKeysIgnored) {
+  Result<ModelOptions> unknown = Parse({{"precison", "bf16"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown parameter"), std::string::npos);
+  Result<ModelOptions> triton = Parse({{"INFERENCE_MODE", "true"}, {"precision", "fp32"}});
+  ASSERT_TRUE(triton.ok()) << triton.status().ToString();
+  EXPECT_EQ(triton->precision, Precision::kFp32);
+}
+
+}  // namespace
+}  // namespace ltserve::config
