@@ -6,13 +6,19 @@
 // --exit-timeout, and the exit code says whether they all did.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -37,6 +43,12 @@ struct Flags {
   bool strict_readiness = true;
   bool allow_gpu = true;
   double max_connection_age_s = 0;
+  // Whole batches arrive in one message, so the bound is generous; without one gRPC buffers
+  // whatever a client announces (a 2 GiB request took the server past 5 GiB of memory).
+  int grpc_max_receive_bytes = 64 << 20;
+  // Outputs can be far larger than inputs (an encoder answers 768 floats per token id).
+  int grpc_max_send_bytes = 256 << 20;
+  bool reuse_grpc_port = false;
   std::vector<double> latency_buckets_s;
 };
 
@@ -46,6 +58,38 @@ void SetHealth(grpc::Server& server, bool serving) {
   if (health == nullptr) return;
   health->SetServingStatus(serving);
   health->SetServingStatus("inference.GRPCInferenceService", serving);
+}
+
+// Why host:port cannot be bound, for the start-up error: gRPC's own reason goes only to its log.
+std::string BindFailure(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* addresses = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints,
+                           &addresses);
+      rc != 0) {
+    return std::string("cannot resolve the address: ") + gai_strerror(rc);
+  }
+  std::string reason = "gRPC could not listen there";
+  for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
+    const int sock = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (sock < 0) continue;
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    const bool bound = bind(sock, a->ai_addr, a->ai_addrlen) == 0;
+    const int error = errno;
+    close(sock);
+    if (!bound) {
+      reason = error == EADDRINUSE ? "the port is already in use by another process"
+                                   : std::string(std::strerror(error));
+      break;
+    }
+  }
+  freeaddrinfo(addresses);
+  return reason;
 }
 
 int Run(const Flags& flags) {
@@ -67,7 +111,8 @@ int Run(const Flags& flags) {
 
   ltserve::ServerLifecycle lifecycle;
   lifecycle.strict_readiness = flags.strict_readiness;
-  ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION);
+  ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION,
+                                    static_cast<std::size_t>(flags.grpc_max_send_bytes));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -76,8 +121,16 @@ int Run(const Flags& flags) {
                            grpc::InsecureServerCredentials(), &grpc_port);
   builder.RegisterService(&service);
   // Triton clients send whole batches in one message; gRPC's 4 MiB default would refuse them.
-  builder.SetMaxReceiveMessageSize(INT_MAX);
-  builder.SetMaxSendMessageSize(INT_MAX);
+  // A larger message is refused with RESOURCE_EXHAUSTED from its length prefix, before it is
+  // buffered.
+  builder.SetMaxReceiveMessageSize(flags.grpc_max_receive_bytes);
+  // The service refuses oversized outputs before building the response; this is the backstop,
+  // with room for the names and shapes around the outputs.
+  builder.SetMaxSendMessageSize(
+      static_cast<int>(std::min<long long>(INT_MAX, flags.grpc_max_send_bytes + (1LL << 20))));
+  // gRPC sets SO_REUSEPORT by default: a second server on a used port would then start without
+  // complaint and the kernel would split the connections between the two.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, flags.reuse_grpc_port ? 1 : 0);
   if (flags.max_connection_age_s > 0) {
     // Clients balancing round_robin over a headless Service resolve DNS only when a connection
     // closes; ageing connections out is how they discover pods added by a scale-out.
@@ -87,7 +140,8 @@ int Run(const Flags& flags) {
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
-    spdlog::critical("cannot listen for gRPC on {}:{} (port in use?)", flags.host, flags.grpc_port);
+    spdlog::critical("cannot listen for gRPC on {}:{}: {}", flags.host, flags.grpc_port,
+                     BindFailure(flags.host, flags.grpc_port));
     return 2;
   }
   SetHealth(*server, false);
@@ -189,6 +243,17 @@ int main(int argc, char** argv) {
                  "Seconds after which a client connection is closed gracefully so that "
                  "round_robin clients re-resolve DNS (0: never)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--grpc-max-receive-bytes", flags.grpc_max_receive_bytes,
+                 "Largest request message accepted; larger ones get RESOURCE_EXHAUSTED")
+      ->capture_default_str()->check(CLI::Range(1, INT_MAX));
+  app.add_option("--grpc-max-send-bytes", flags.grpc_max_send_bytes,
+                 "Largest response message; an inference whose outputs are larger gets "
+                 "RESOURCE_EXHAUSTED")
+      ->capture_default_str()->check(CLI::Range(1, INT_MAX));
+  app.add_option("--reuse-grpc-port", flags.reuse_grpc_port,
+                 "Let several servers listen on the gRPC port (SO_REUSEPORT; the kernel spreads "
+                 "connections among them)")
+      ->capture_default_str();
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")
       ->delimiter(',');

@@ -62,8 +62,9 @@ void FillStatistics(Model& model, inference::ModelStatistics* out) {
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
   InferReactor(std::shared_ptr<Model> model, const inference::ModelInferRequest* request,
-               inference::ModelInferResponse* response)
-      : model_(std::move(model)), request_(request), response_(response) {}
+               inference::ModelInferResponse* response, std::size_t max_response_bytes)
+      : model_(std::move(model)), request_(request), response_(response),
+        max_response_bytes_(max_response_bytes) {}
 
   // Called once, right after construction, on the gRPC thread.
   void Start(std::unique_ptr<DecodedRequest> decoded,
@@ -117,6 +118,18 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       Finish(ToGrpcStatus(status));
       return;
     }
+    std::size_t output_bytes = 0;
+    for (int index : requested_outputs_) {
+      output_bytes += outputs[static_cast<std::size_t>(index)].bytes.size();
+    }
+    if (output_bytes > max_response_bytes_) {
+      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "the response would carry " + std::to_string(output_bytes) +
+                              " bytes of outputs, more than the server's limit of " +
+                              std::to_string(max_response_bytes_) +
+                              " (--grpc-max-send-bytes); send a smaller batch"));
+      return;
+    }
     const ModelSpec& spec = model_->spec();
     response_->set_model_name(spec.name);
     response_->set_model_version(model_->version_string());
@@ -137,6 +150,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   const std::shared_ptr<Model> model_;
   const inference::ModelInferRequest* const request_;
   inference::ModelInferResponse* const response_;
+  const std::size_t max_response_bytes_;
   std::vector<int> requested_outputs_;
   std::atomic<std::uint64_t> request_id_{0};
   std::atomic<bool> cancelled_{false};
@@ -276,7 +290,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   }
   spdlog::debug("ModelInfer '{}' id '{}': batch {}", request->model_name(), request->id(),
                 (*decoded)->request->batch_size);
-  auto* reactor = new InferReactor(model, request, response);
+  auto* reactor = new InferReactor(model, request, response, max_response_bytes_);
   reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
   return reactor;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -33,8 +34,12 @@ struct ServerLifecycle {
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  InferenceService(ServerLifecycle* lifecycle, std::string version)
-      : lifecycle_(lifecycle), version_(std::move(version)) {}
+  // An inference whose outputs add up to more than `max_response_bytes` is answered
+  // RESOURCE_EXHAUSTED instead of being copied into a response gRPC would refuse to send.
+  InferenceService(ServerLifecycle* lifecycle, std::string version,
+                   std::size_t max_response_bytes = SIZE_MAX)
+      : lifecycle_(lifecycle), version_(std::move(version)),
+        max_response_bytes_(max_response_bytes) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -67,6 +72,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
   ServerLifecycle* const lifecycle_;
   const std::string version_;
+  const std::size_t max_response_bytes_;
 };
 
 // Maps ltserve's status to gRPC's (same numbering).
