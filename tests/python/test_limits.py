@@ -144,7 +144,7 @@ def test_a_grpc_port_in_use_is_a_startup_error(ltserve_server, small_repo_for_po
     result = subprocess.run(
         [str(SERVER_BINARY), "--model-repository", str(small_repo_for_ports), "--host", "127.0.0.1",
          "--grpc-port", port, "--http-port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
     assert result.returncode == 2, result.stdout
     assert f"cannot listen for gRPC on 127.0.0.1:{port}" in result.stdout, result.stdout
     assert "already in use" in result.stdout, result.stdout
