@@ -23,6 +23,7 @@
 #include <string>
 
 #include "grpc/inference_service.h"
+#include "grpc/protobuf_log.h"
 #include "http/http_server.h"
 #include "metrics/metrics.h"
 #include "repository/model_repository.h"
@@ -261,5 +262,6 @@ int main(int argc, char** argv) {
 
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  ltserve::InstallProtobufLogHandler();
   return Run(flags);
 }

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "config/model_config.h"
+#include "grpc/protobuf_log.h"
 #include "grpc/request_decoder.h"
 
 namespace ltserve {
@@ -61,9 +62,12 @@ void FillStatistics(Model& model, inference::ModelStatistics* out) {
 // accepted; OnCancel only asks the scheduler to drop the request if it is still queued.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  InferReactor(std::shared_ptr<Model> model, const inference::ModelInferRequest* request,
-               inference::ModelInferResponse* response, std::size_t max_response_bytes)
-      : model_(std::move(model)), request_(request), response_(response),
+  // `request` is the parsed message the decoded request points into; the reactor keeps it
+  // until gRPC is done with the call.
+  InferReactor(std::shared_ptr<Model> model,
+               std::unique_ptr<inference::ModelInferRequest> request, grpc::ByteBuffer* response,
+               std::size_t max_response_bytes)
+      : model_(std::move(model)), request_(std::move(request)), response_bytes_(response),
         max_response_bytes_(max_response_bytes) {}
 
   // Called once, right after construction, on the gRPC thread.
@@ -131,25 +135,29 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     const ModelSpec& spec = model_->spec();
-    response_->set_model_name(spec.name);
-    response_->set_model_version(model_->version_string());
-    response_->set_id(request_->id());
+    inference::ModelInferResponse response;
+    response.set_model_name(spec.name);
+    response.set_model_version(model_->version_string());
+    response.set_id(request_->id());
     for (int index : requested_outputs_) {
       const OutputSlice& slice = outputs[static_cast<std::size_t>(index)];
-      auto* tensor = response_->add_outputs();
+      auto* tensor = response.add_outputs();
       tensor->set_name(spec.outputs[index].name);
       tensor->set_datatype(std::string(WireName(spec.outputs[index].dtype)));
       for (std::int64_t dim : slice.shape) tensor->add_shape(dim);
-      // The one copy of output data: from the executor's buffer into the response.
-      response_->add_raw_output_contents(reinterpret_cast<const char*>(slice.bytes.data()),
-                                         slice.bytes.size());
+      // From the executor's buffer into the response; serializing copies once more, as gRPC's
+      // own serialization of a typed response would.
+      response.add_raw_output_contents(reinterpret_cast<const char*>(slice.bytes.data()),
+                                       slice.bytes.size());
     }
-    Finish(grpc::Status::OK);
+    bool own_buffer = false;
+    Finish(grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
+        response, response_bytes_, &own_buffer));
   }
 
   const std::shared_ptr<Model> model_;
-  const inference::ModelInferRequest* const request_;
-  inference::ModelInferResponse* const response_;
+  const std::unique_ptr<inference::ModelInferRequest> request_;
+  grpc::ByteBuffer* const response_bytes_;
   const std::size_t max_response_bytes_;
   std::vector<int> requested_outputs_;
   std::atomic<std::uint64_t> request_id_{0};
@@ -270,9 +278,26 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
-                                                       const inference::ModelInferRequest* request,
-                                                       inference::ModelInferResponse* response) {
+                                                       const grpc::ByteBuffer* raw_request,
+                                                       grpc::ByteBuffer* raw_response) {
   const auto arrival = std::chrono::steady_clock::now();
+  auto message = std::make_unique<inference::ModelInferRequest>();
+  {
+    grpc::ByteBuffer bytes(*raw_request);  // shares the slices; Deserialize consumes its input
+    TakeProtobufLogLine();
+    const grpc::Status parsed =
+        grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&bytes, message.get());
+    if (!parsed.ok()) {
+      const std::string why = TakeProtobufLogLine();
+      spdlog::debug("ModelInfer: unparseable request of {} bytes: {}", raw_request->Length(),
+                    why.empty() ? parsed.error_message() : why);
+      return FinishNow(context,
+                       InvalidArgument("the request is not a valid inference.ModelInferRequest" +
+                                       (why.empty() ? std::string(" (malformed protobuf)")
+                                                    : ": " + why)));
+    }
+  }
+  const inference::ModelInferRequest* request = message.get();
   auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
   auto found = (*repository)->Find(request->model_name(), request->model_version());
@@ -290,7 +315,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   }
   spdlog::debug("ModelInfer '{}' id '{}': batch {}", request->model_name(), request->id(),
                 (*decoded)->request->batch_size);
-  auto* reactor = new InferReactor(model, request, response, max_response_bytes_);
+  auto* reactor = new InferReactor(model, std::move(message), raw_response, max_response_bytes_);
   reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
   return reactor;
 }

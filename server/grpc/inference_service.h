@@ -1,5 +1,7 @@
 // inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig/ModelStatistics) on gRPC's
-// callback API: no thread per request. ModelInfer decodes and validates on the gRPC thread,
+// callback API: no thread per request. ModelInfer takes the raw message and parses it itself:
+// gRPC answers a message it cannot parse with UNIMPLEMENTED and no message, where a client
+// needs INVALID_ARGUMENT and the reason. It decodes and validates on the gRPC thread,
 // hands the request to the model's scheduler (which never blocks), and the scheduler's completion
 // callback writes the response and finishes the call from a scheduler thread.
 //
@@ -32,7 +34,9 @@ struct ServerLifecycle {
   }
 };
 
-class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+class InferenceService final
+    : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
+          inference::GRPCInferenceService::CallbackService> {
  public:
   // An inference whose outputs add up to more than `max_response_bytes` is answered
   // RESOURCE_EXHAUSTED instead of being copied into a response gRPC would refuse to send.
@@ -62,9 +66,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) override;
+  // `request` is a serialized ModelInferRequest; `response` receives a ModelInferResponse.
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
  private:
   // The loaded repository, or UNAVAILABLE while models are still loading.

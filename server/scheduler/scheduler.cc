@@ -304,7 +304,8 @@ struct Scheduler::Impl {
     if (status.ok() && options.key_padding_mask_input >= 0) {
       slices = ScatterMaskedOutputs(*worker.instance, requests, options, worker.scatter);
     } else if (status.ok()) {
-      slices = SliceOutputs(*worker.instance, requests, options.output_types.size(), layout);
+      slices = SliceOutputs(*worker.instance, requests, options.output_types.size(), layout,
+                            options.output_dims);
     }
     if (!slices.ok()) {
       Fail(batch, slices.status());
