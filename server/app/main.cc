@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "grpc/inference_service.h"
 #include "grpc/protobuf_log.h"
@@ -33,6 +34,13 @@
 #endif
 
 namespace {
+
+// After the drain, how long no inference call must arrive before gRPC shuts down. gRPC's
+// shutdown cancels every call that reaches it meanwhile: a client sees CANCELLED, which it
+// cannot tell from its own cancellation, where UNAVAILABLE would have sent it elsewhere. Clients
+// that heed UNAVAILABLE stop within this; the exit timeout bounds the wait for those that do not.
+constexpr std::chrono::milliseconds kQuietBeforeShutdown{1000};
+constexpr std::chrono::milliseconds kQuietPoll{20};
 
 struct Flags {
   std::string model_repository;
@@ -201,6 +209,11 @@ int Run(const Flags& flags) {
   lifecycle.shutting_down.store(true);
   SetHealth(*server, false);
   const bool drained = (*repository)->Drain(deadline);
+  // New calls keep getting UNAVAILABLE on the open connections until the clients stop sending.
+  while (std::chrono::steady_clock::now() < deadline &&
+         std::chrono::steady_clock::now() - service.LastInferArrival() < kQuietBeforeShutdown) {
+    std::this_thread::sleep_for(kQuietPoll);
+  }
   // Responses of drained requests are already written; give gRPC a moment to flush them.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.reset();

@@ -281,6 +281,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* raw_request,
                                                        grpc::ByteBuffer* raw_response) {
   const auto arrival = std::chrono::steady_clock::now();
+  last_infer_arrival_.store(arrival.time_since_epoch().count());
   auto message = std::make_unique<inference::ModelInferRequest>();
   {
     grpc::ByteBuffer bytes(*raw_request);  // shares the slices; Deserialize consumes its input

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -71,6 +72,13 @@ class InferenceService final
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
 
+  // When the last ModelInfer call reached the service (the epoch when none has): shutdown
+  // waits for clients to stop sending before it closes their connections.
+  std::chrono::steady_clock::time_point LastInferArrival() const {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(last_infer_arrival_.load()));
+  }
+
  private:
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
@@ -78,6 +86,7 @@ class InferenceService final
   ServerLifecycle* const lifecycle_;
   const std::string version_;
   const std::size_t max_response_bytes_;
+  std::atomic<std::chrono::steady_clock::rep> last_infer_arrival_{0};
 };
 
 // Maps ltserve's status to gRPC's (same numbering).
