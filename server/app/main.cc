@@ -19,7 +19,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -58,6 +60,13 @@ struct Flags {
   // Outputs can be far larger than inputs (an encoder answers 768 floats per token id).
   int grpc_max_send_bytes = 256 << 20;
   bool reuse_grpc_port = false;
+  // Triton's flag names.
+  bool grpc_use_ssl = false;
+  bool grpc_use_ssl_mutual = false;
+  std::string grpc_server_cert;
+  std::string grpc_server_key;
+  std::string grpc_root_cert;
+  std::string grpc_bearer_token_file;
   std::vector<double> latency_buckets_s;
 };
 
@@ -101,6 +110,59 @@ std::string BindFailure(const std::string& host, int port) {
   return reason;
 }
 
+ltserve::Result<std::string> ReadSmallFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return ltserve::InvalidArgument(std::string(what) + " '" + path + "' cannot be read: " +
+                                    std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) {
+    return ltserve::InvalidArgument(std::string(what) + " '" + path + "' is empty");
+  }
+  return text.str();
+}
+
+// Plaintext unless --grpc-use-ssl; with --grpc-use-ssl-mutual a client must present a
+// certificate that --grpc-root-cert signed, or its handshake fails.
+ltserve::Result<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const Flags& flags) {
+  if (!flags.grpc_use_ssl && !flags.grpc_use_ssl_mutual) return grpc::InsecureServerCredentials();
+  if (flags.grpc_server_cert.empty() || flags.grpc_server_key.empty()) {
+    return ltserve::InvalidArgument(
+        "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key");
+  }
+  if (flags.grpc_use_ssl_mutual && flags.grpc_root_cert.empty()) {
+    return ltserve::InvalidArgument(
+        "--grpc-use-ssl-mutual needs --grpc-root-cert, the CA that signs client certificates");
+  }
+  grpc::SslServerCredentialsOptions options(
+      flags.grpc_use_ssl_mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  LTSERVE_ASSIGN_OR_RETURN(pair.cert_chain, ReadSmallFile(flags.grpc_server_cert, "--grpc-server-cert"));
+  LTSERVE_ASSIGN_OR_RETURN(pair.private_key, ReadSmallFile(flags.grpc_server_key, "--grpc-server-key"));
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!flags.grpc_root_cert.empty()) {
+    LTSERVE_ASSIGN_OR_RETURN(options.pem_root_certs,
+                             ReadSmallFile(flags.grpc_root_cert, "--grpc-root-cert"));
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+ltserve::Result<std::string> BearerToken(const Flags& flags) {
+  if (flags.grpc_bearer_token_file.empty()) return std::string();
+  LTSERVE_ASSIGN_OR_RETURN(std::string token,
+                           ReadSmallFile(flags.grpc_bearer_token_file, "--grpc-bearer-token-file"));
+  // Files written by editors and `echo` end in a newline that is no part of the token.
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty() || token.find_first_of(" \t\r\n") != std::string::npos) {
+    return ltserve::InvalidArgument("--grpc-bearer-token-file '" + flags.grpc_bearer_token_file +
+                                    "' must hold one token on one line, without spaces");
+  }
+  return token;
+}
+
 int Run(const Flags& flags) {
   // Signals are taken synchronously by sigwait below; block them before any thread starts so
   // that no gRPC or worker thread receives them instead.
@@ -120,14 +182,24 @@ int Run(const Flags& flags) {
 
   ltserve::ServerLifecycle lifecycle;
   lifecycle.strict_readiness = flags.strict_readiness;
-  ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION,
-                                    static_cast<std::size_t>(flags.grpc_max_send_bytes));
+  auto credentials = GrpcCredentials(flags);
+  auto token = BearerToken(flags);
+  for (const ltserve::Status& status : {credentials.status(), token.status()}) {
+    if (!status.ok()) {
+      spdlog::critical("{}", status.message());
+      return 2;
+    }
+  }
+  ltserve::InferenceServiceOptions service_options;
+  service_options.max_response_bytes = static_cast<std::size_t>(flags.grpc_max_send_bytes);
+  service_options.bearer_token = std::move(token).value();
+  ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION, std::move(service_options));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   builder.AddListeningPort(flags.host + ":" + std::to_string(flags.grpc_port),
-                           grpc::InsecureServerCredentials(), &grpc_port);
+                           *credentials, &grpc_port);
   builder.RegisterService(&service);
   // Triton clients send whole batches in one message; gRPC's 4 MiB default would refuse them.
   // A larger message is refused with RESOURCE_EXHAUSTED from its length prefix, before it is
@@ -178,8 +250,10 @@ int Run(const Flags& flags) {
     http = std::move(started).value();
   }
   // One parseable line: scripts and tests read the chosen ports from it.
-  spdlog::info("ltserve {} listening: grpc={}:{} http={}", LTSERVE_VERSION, flags.host, grpc_port,
-               http ? std::to_string(http->port()) : std::string("off"));
+  spdlog::info("ltserve {} listening: grpc={}:{} http={} tls={} auth={}", LTSERVE_VERSION,
+               flags.host, grpc_port, http ? std::to_string(http->port()) : std::string("off"),
+               flags.grpc_use_ssl_mutual ? "mutual" : flags.grpc_use_ssl ? "on" : "off",
+               flags.grpc_bearer_token_file.empty() ? "off" : "bearer");
 
   ltserve::RepositoryOptions repository_options;
   repository_options.repository = flags.model_repository;
@@ -268,6 +342,21 @@ int main(int argc, char** argv) {
                  "Let several servers listen on the gRPC port (SO_REUSEPORT; the kernel spreads "
                  "connections among them)")
       ->capture_default_str();
+  app.add_option("--grpc-use-ssl", flags.grpc_use_ssl,
+                 "Serve gRPC over TLS with --grpc-server-cert and --grpc-server-key")
+      ->capture_default_str();
+  app.add_option("--grpc-use-ssl-mutual", flags.grpc_use_ssl_mutual,
+                 "Mutual TLS: also require a client certificate signed by --grpc-root-cert "
+                 "(implies --grpc-use-ssl)")
+      ->capture_default_str();
+  app.add_option("--grpc-server-cert", flags.grpc_server_cert,
+                 "PEM certificate chain of the server");
+  app.add_option("--grpc-server-key", flags.grpc_server_key, "PEM private key of the server");
+  app.add_option("--grpc-root-cert", flags.grpc_root_cert,
+                 "PEM CA certificate(s) that client certificates must chain to (mutual TLS)");
+  app.add_option("--grpc-bearer-token-file", flags.grpc_bearer_token_file,
+                 "File holding a token every inference.GRPCInferenceService call must send as "
+                 "'authorization: Bearer <token>' (grpc.health.v1 stays open)");
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")
       ->delimiter(',');

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <string_view>
 
 #include "config/model_config.h"
 #include "grpc/protobuf_log.h"
@@ -165,6 +166,25 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   std::mutex start_mutex_;
 };
 
+grpc::ServerUnaryReactor* FinishUnauthenticated(grpc::CallbackServerContext* context) {
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                               "this server requires the metadata 'authorization: Bearer <token>' "
+                               "with its token"));
+  return reactor;
+}
+
+// Compares every byte whatever the first difference, so that the time taken does not tell a
+// client how much of a guessed token was right.
+bool ConstantTimeEqual(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return difference == 0;
+}
+
 std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& context) {
   const auto deadline = context.deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) {
@@ -179,6 +199,20 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
 
 }  // namespace
 
+bool InferenceService::Authorized(const grpc::CallbackServerContext& context) const {
+  if (options_.bearer_token.empty()) return true;
+  constexpr std::string_view kScheme = "Bearer ";
+  const auto [first, last] = context.client_metadata().equal_range("authorization");
+  for (auto it = first; it != last; ++it) {
+    const std::string_view value(it->second.data(), it->second.size());
+    if (value.substr(0, kScheme.size()) == kScheme &&
+        ConstantTimeEqual(value.substr(kScheme.size()), options_.bearer_token)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Result<ModelRepository*> InferenceService::Repository() const {
   ModelRepository* repository = lifecycle_->repository.load();
   if (repository == nullptr) return Unavailable("the server is still loading its models");
@@ -188,6 +222,7 @@ Result<ModelRepository*> InferenceService::Repository() const {
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
                                                        const inference::ServerLiveRequest*,
                                                        inference::ServerLiveResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   response->set_live(true);
   return FinishNow(context, Status::Ok());
 }
@@ -195,6 +230,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* context,
                                                         const inference::ServerReadyRequest*,
                                                         inference::ServerReadyResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   response->set_ready(lifecycle_->Ready());
   return FinishNow(context, Status::Ok());
 }
@@ -202,6 +238,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
                                                        const inference::ModelReadyRequest* request,
                                                        inference::ModelReadyResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto repository = Repository();
   if (!repository.ok()) {
     response->set_ready(false);
@@ -218,6 +255,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     grpc::CallbackServerContext* context, const inference::ServerMetadataRequest*,
     inference::ServerMetadataResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   response->set_name("ltserve");
   response->set_version(version_);
   response->add_extensions("model_configuration");
@@ -229,6 +267,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
     grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
   auto found = (*repository)->Find(request->name(), request->version());
@@ -251,6 +290,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
                                                         const inference::ModelConfigRequest* request,
                                                         inference::ModelConfigResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
   auto found = (*repository)->Find(request->name(), request->version());
@@ -265,6 +305,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
     grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
     inference::ModelStatisticsResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
   if (!request->name().empty()) {
@@ -282,6 +323,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        grpc::ByteBuffer* raw_response) {
   const auto arrival = std::chrono::steady_clock::now();
   last_infer_arrival_.store(arrival.time_since_epoch().count());
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto message = std::make_unique<inference::ModelInferRequest>();
   {
     grpc::ByteBuffer bytes(*raw_request);  // shares the slices; Deserialize consumes its input
@@ -316,7 +358,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   }
   spdlog::debug("ModelInfer '{}' id '{}': batch {}", request->model_name(), request->id(),
                 (*decoded)->request->batch_size);
-  auto* reactor = new InferReactor(model, std::move(message), raw_response, max_response_bytes_);
+  auto* reactor = new InferReactor(model, std::move(message), raw_response, options_.max_response_bytes);
   reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
   return reactor;
 }

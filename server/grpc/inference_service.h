@@ -35,16 +35,22 @@ struct ServerLifecycle {
   }
 };
 
+struct InferenceServiceOptions {
+  // An inference whose outputs add up to more than this is answered RESOURCE_EXHAUSTED instead
+  // of being copied into a response gRPC would refuse to send.
+  std::size_t max_response_bytes = SIZE_MAX;
+  // Non-empty: every call must carry the metadata "authorization: Bearer <token>", else it is
+  // answered UNAUTHENTICATED. grpc.health.v1 is a separate service and stays open to probes.
+  std::string bearer_token;
+};
+
 class InferenceService final
     : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
           inference::GRPCInferenceService::CallbackService> {
  public:
-  // An inference whose outputs add up to more than `max_response_bytes` is answered
-  // RESOURCE_EXHAUSTED instead of being copied into a response gRPC would refuse to send.
   InferenceService(ServerLifecycle* lifecycle, std::string version,
-                   std::size_t max_response_bytes = SIZE_MAX)
-      : lifecycle_(lifecycle), version_(std::move(version)),
-        max_response_bytes_(max_response_bytes) {}
+                   InferenceServiceOptions options = {})
+      : lifecycle_(lifecycle), version_(std::move(version)), options_(std::move(options)) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -80,12 +86,13 @@ class InferenceService final
   }
 
  private:
+  bool Authorized(const grpc::CallbackServerContext& context) const;
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
 
   ServerLifecycle* const lifecycle_;
   const std::string version_;
-  const std::size_t max_response_bytes_;
+  const InferenceServiceOptions options_;
   std::atomic<std::chrono::steady_clock::rep> last_infer_arrival_{0};
 };
 
