@@ -54,8 +54,8 @@ struct Flags {
   bool strict_readiness = true;
   bool allow_gpu = true;
   double max_connection_age_s = 0;
-  // Whole batches arrive in one message, so the bound is generous; without one gRPC buffers
-  // whatever a client announces (a 2 GiB request took the server past 5 GiB of memory).
+  // Whole batches arrive in one message, so the bound is generous; without one the server
+  // parsed whatever a client sent (a 2 GiB request took it past 5 GiB of memory).
   int grpc_max_receive_bytes = 64 << 20;
   // Outputs can be far larger than inputs (an encoder answers 768 floats per token id).
   int grpc_max_send_bytes = 256 << 20;
@@ -202,8 +202,9 @@ int Run(const Flags& flags) {
                            *credentials, &grpc_port);
   builder.RegisterService(&service);
   // Triton clients send whole batches in one message; gRPC's 4 MiB default would refuse them.
-  // A larger message is refused with RESOURCE_EXHAUSTED from its length prefix, before it is
-  // buffered.
+  // A larger message is refused with RESOURCE_EXHAUSTED before it is parsed or queued. gRPC
+  // 1.51 still receives it whole first: the bound keeps a request from being held twice over
+  // and from reaching a model, not from being read.
   builder.SetMaxReceiveMessageSize(flags.grpc_max_receive_bytes);
   // The service refuses oversized outputs before building the response; this is the backstop,
   // with room for the names and shapes around the outputs.

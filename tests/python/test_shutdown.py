@@ -18,7 +18,7 @@ from test_server import infer_request
 
 TINY, TINY_IN = "tiny_mlp", 16
 CLIENTS = 64
-TRIALS = 3
+TRIALS = 5
 # Each client stops at its first UNAVAILABLE, as a client that goes to another replica would;
 # these bound a trial that goes wrong.
 CLIENT_TIME_LIMIT_S = 60.0
