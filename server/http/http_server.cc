@@ -32,6 +32,9 @@ constexpr time_t kKeepAliveTimeoutS = 1;
 // A client that stalls mid-request, or does not read its response, is dropped after this long.
 constexpr time_t kReadTimeoutS = 5;
 constexpr time_t kWriteTimeoutS = 5;
+// httplib listens with a backlog of 5: a burst of connections overflowed it, and the kernel
+// dropped the SYNs of the rest, probes included, for a retransmission (1 s, then 3 s, ...).
+constexpr int kListenBacklog = 1024;
 constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
 constexpr int kOk = 200;
@@ -125,6 +128,7 @@ struct HttpServer::State {
   std::promise<Status> started;
   std::atomic<bool> start_reported{false};
   std::thread thread;
+  socket_t listen_socket = INVALID_SOCKET;  // the last socket httplib made to bind
 
   void ReportStart(Status status) {
     if (!start_reported.exchange(true)) started.set_value(std::move(status));
@@ -172,13 +176,16 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, i
   state->handlers = std::move(handlers);
   httplib::Server& server = state->server;
   AddRoutes(server, state->handlers);
-  server.set_socket_options(ExclusivePortOptions);
+  State* raw = state.get();
+  server.set_socket_options([raw](socket_t sock) {
+    ExclusivePortOptions(sock);
+    raw->listen_socket = sock;
+  });
   server.set_keep_alive_timeout(kKeepAliveTimeoutS);
   server.set_read_timeout(kReadTimeoutS, 0);
   server.set_write_timeout(kWriteTimeoutS, 0);
   // httplib creates its worker pool inside the accept loop, after marking itself running: the
   // one moment from which stop() takes effect, so it is where Start learns the server is up.
-  State* raw = state.get();
   server.new_task_queue = [raw] {
     auto* pool = new ConnectionThreads(kMaxConnectionThreads);
     raw->ReportStart(Status::Ok());
@@ -187,6 +194,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, i
 
   const int bound = port == 0 ? server.bind_to_any_port(host)
                               : (server.bind_to_port(host, port) ? port : -1);
+  // Listening again on a listening socket only changes its backlog.
+  if (bound >= 0) listen(raw->listen_socket, kListenBacklog);
   if (bound < 0) {
     return Unavailable("HTTP server cannot bind " + host + ":" + std::to_string(port) +
                        " (address in use, or no such interface)");
