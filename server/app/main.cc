@@ -6,17 +6,27 @@
 // --exit-timeout, and the exit code says whether they all did.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "grpc/inference_service.h"
+#include "grpc/protobuf_log.h"
 #include "http/http_server.h"
 #include "metrics/metrics.h"
 #include "repository/model_repository.h"
@@ -28,6 +38,13 @@
 
 namespace {
 
+// After the drain, how long no inference call must arrive before gRPC shuts down. gRPC's
+// shutdown cancels every call that reaches it meanwhile: a client sees CANCELLED, which it
+// cannot tell from its own cancellation, where UNAVAILABLE would have sent it elsewhere. Clients
+// that heed UNAVAILABLE stop within this; the exit timeout bounds the wait for those that do not.
+constexpr std::chrono::milliseconds kQuietBeforeShutdown{1000};
+constexpr std::chrono::milliseconds kQuietPoll{20};
+
 struct Flags {
   std::string model_repository;
   std::string host = "0.0.0.0";
@@ -38,6 +55,19 @@ struct Flags {
   bool strict_readiness = true;
   bool allow_gpu = true;
   double max_connection_age_s = 0;
+  // Whole batches arrive in one message, so the bound is generous; without one the server
+  // parsed whatever a client sent (a 2 GiB request took it past 5 GiB of memory).
+  int grpc_max_receive_bytes = 64 << 20;
+  // Outputs can be far larger than inputs (an encoder answers 768 floats per token id).
+  int grpc_max_send_bytes = 256 << 20;
+  bool reuse_grpc_port = false;
+  // Triton's flag names.
+  bool grpc_use_ssl = false;
+  bool grpc_use_ssl_mutual = false;
+  std::string grpc_server_cert;
+  std::string grpc_server_key;
+  std::string grpc_root_cert;
+  std::string grpc_bearer_token_file;
   std::vector<double> latency_buckets_s;
 };
 
@@ -47,6 +77,91 @@ void SetHealth(grpc::Server& server, bool serving) {
   if (health == nullptr) return;
   health->SetServingStatus(serving);
   health->SetServingStatus("inference.GRPCInferenceService", serving);
+}
+
+// Why host:port cannot be bound, for the start-up error: gRPC's own reason goes only to its log.
+std::string BindFailure(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* addresses = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints,
+                           &addresses);
+      rc != 0) {
+    return std::string("cannot resolve the address: ") + gai_strerror(rc);
+  }
+  std::string reason = "gRPC could not listen there";
+  for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
+    const int sock = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (sock < 0) continue;
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    const bool bound = bind(sock, a->ai_addr, a->ai_addrlen) == 0;
+    const int error = errno;
+    close(sock);
+    if (!bound) {
+      reason = error == EADDRINUSE ? "the port is already in use by another process"
+                                   : std::string(std::strerror(error));
+      break;
+    }
+  }
+  freeaddrinfo(addresses);
+  return reason;
+}
+
+ltserve::Result<std::string> ReadSmallFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return ltserve::InvalidArgument(std::string(what) + " '" + path + "' cannot be read: " +
+                                    std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) {
+    return ltserve::InvalidArgument(std::string(what) + " '" + path + "' is empty");
+  }
+  return text.str();
+}
+
+// Plaintext unless --grpc-use-ssl; with --grpc-use-ssl-mutual a client must present a
+// certificate that --grpc-root-cert signed, or its handshake fails.
+ltserve::Result<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const Flags& flags) {
+  if (!flags.grpc_use_ssl && !flags.grpc_use_ssl_mutual) return grpc::InsecureServerCredentials();
+  if (flags.grpc_server_cert.empty() || flags.grpc_server_key.empty()) {
+    return ltserve::InvalidArgument(
+        "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key");
+  }
+  if (flags.grpc_use_ssl_mutual && flags.grpc_root_cert.empty()) {
+    return ltserve::InvalidArgument(
+        "--grpc-use-ssl-mutual needs --grpc-root-cert, the CA that signs client certificates");
+  }
+  grpc::SslServerCredentialsOptions options(
+      flags.grpc_use_ssl_mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  LTSERVE_ASSIGN_OR_RETURN(pair.cert_chain, ReadSmallFile(flags.grpc_server_cert, "--grpc-server-cert"));
+  LTSERVE_ASSIGN_OR_RETURN(pair.private_key, ReadSmallFile(flags.grpc_server_key, "--grpc-server-key"));
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!flags.grpc_root_cert.empty()) {
+    LTSERVE_ASSIGN_OR_RETURN(options.pem_root_certs,
+                             ReadSmallFile(flags.grpc_root_cert, "--grpc-root-cert"));
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+ltserve::Result<std::string> BearerToken(const Flags& flags) {
+  if (flags.grpc_bearer_token_file.empty()) return std::string();
+  LTSERVE_ASSIGN_OR_RETURN(std::string token,
+                           ReadSmallFile(flags.grpc_bearer_token_file, "--grpc-bearer-token-file"));
+  // Files written by editors and `echo` end in a newline that is no part of the token.
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty() || token.find_first_of(" \t\r\n") != std::string::npos) {
+    return ltserve::InvalidArgument("--grpc-bearer-token-file '" + flags.grpc_bearer_token_file +
+                                    "' must hold one token on one line, without spaces");
+  }
+  return token;
 }
 
 int Run(const Flags& flags) {
@@ -68,17 +183,37 @@ int Run(const Flags& flags) {
 
   ltserve::ServerLifecycle lifecycle;
   lifecycle.strict_readiness = flags.strict_readiness;
-  ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION);
+  auto credentials = GrpcCredentials(flags);
+  auto token = BearerToken(flags);
+  for (const ltserve::Status& status : {credentials.status(), token.status()}) {
+    if (!status.ok()) {
+      spdlog::critical("{}", status.message());
+      return 2;
+    }
+  }
+  ltserve::InferenceServiceOptions service_options;
+  service_options.max_response_bytes = static_cast<std::size_t>(flags.grpc_max_send_bytes);
+  service_options.bearer_token = std::move(token).value();
+  ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION, std::move(service_options));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   builder.AddListeningPort(flags.host + ":" + std::to_string(flags.grpc_port),
-                           grpc::InsecureServerCredentials(), &grpc_port);
+                           *credentials, &grpc_port);
   builder.RegisterService(&service);
   // Triton clients send whole batches in one message; gRPC's 4 MiB default would refuse them.
-  builder.SetMaxReceiveMessageSize(INT_MAX);
-  builder.SetMaxSendMessageSize(INT_MAX);
+  // A larger message is refused with RESOURCE_EXHAUSTED before it is parsed or queued. gRPC
+  // 1.51 still receives it whole first: the bound keeps a request from being held twice over
+  // and from reaching a model, not from being read.
+  builder.SetMaxReceiveMessageSize(flags.grpc_max_receive_bytes);
+  // The service refuses oversized outputs before building the response; this is the backstop,
+  // with room for the names and shapes around the outputs.
+  builder.SetMaxSendMessageSize(
+      static_cast<int>(std::min<long long>(INT_MAX, flags.grpc_max_send_bytes + (1LL << 20))));
+  // gRPC sets SO_REUSEPORT by default: a second server on a used port would then start without
+  // complaint and the kernel would split the connections between the two.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, flags.reuse_grpc_port ? 1 : 0);
   if (flags.max_connection_age_s > 0) {
     // Clients balancing round_robin over a headless Service resolve DNS only when a connection
     // closes; ageing connections out is how they discover pods added by a scale-out.
@@ -88,7 +223,8 @@ int Run(const Flags& flags) {
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
-    spdlog::critical("cannot listen for gRPC on {}:{} (port in use?)", flags.host, flags.grpc_port);
+    spdlog::critical("cannot listen for gRPC on {}:{}: {}", flags.host, flags.grpc_port,
+                     BindFailure(flags.host, flags.grpc_port));
     return 2;
   }
   SetHealth(*server, false);
@@ -113,8 +249,10 @@ int Run(const Flags& flags) {
     http = std::move(started).value();
   }
   // One parseable line: scripts and tests read the chosen ports from it.
-  spdlog::info("ltserve {} listening: grpc={}:{} http={}", LTSERVE_VERSION, flags.host, grpc_port,
-               http ? std::to_string(http->port()) : std::string("off"));
+  spdlog::info("ltserve {} listening: grpc={}:{} http={} tls={} auth={}", LTSERVE_VERSION,
+               flags.host, grpc_port, http ? std::to_string(http->port()) : std::string("off"),
+               flags.grpc_use_ssl_mutual ? "mutual" : flags.grpc_use_ssl ? "on" : "off",
+               flags.grpc_bearer_token_file.empty() ? "off" : "bearer");
 
   ltserve::RepositoryOptions repository_options;
   repository_options.repository = flags.model_repository;
@@ -144,6 +282,11 @@ int Run(const Flags& flags) {
   lifecycle.shutting_down.store(true);
   SetHealth(*server, false);
   const bool drained = (*repository)->Drain(deadline);
+  // New calls keep getting UNAVAILABLE on the open connections until the clients stop sending.
+  while (std::chrono::steady_clock::now() < deadline &&
+         std::chrono::steady_clock::now() - service.LastInferArrival() < kQuietBeforeShutdown) {
+    std::this_thread::sleep_for(kQuietPoll);
+  }
   // Responses of drained requests are already written; give gRPC a moment to flush them.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.reset();
@@ -187,6 +330,32 @@ int main(int argc, char** argv) {
                  "Seconds after which a client connection is closed gracefully so that "
                  "round_robin clients re-resolve DNS (0: never)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--grpc-max-receive-bytes", flags.grpc_max_receive_bytes,
+                 "Largest request message accepted; larger ones get RESOURCE_EXHAUSTED")
+      ->capture_default_str()->check(CLI::Range(1, INT_MAX));
+  app.add_option("--grpc-max-send-bytes", flags.grpc_max_send_bytes,
+                 "Largest response message; an inference whose outputs are larger gets "
+                 "RESOURCE_EXHAUSTED")
+      ->capture_default_str()->check(CLI::Range(1, INT_MAX));
+  app.add_option("--reuse-grpc-port", flags.reuse_grpc_port,
+                 "Let several servers listen on the gRPC port (SO_REUSEPORT; the kernel spreads "
+                 "connections among them)")
+      ->capture_default_str();
+  app.add_option("--grpc-use-ssl", flags.grpc_use_ssl,
+                 "Serve gRPC over TLS with --grpc-server-cert and --grpc-server-key")
+      ->capture_default_str();
+  app.add_option("--grpc-use-ssl-mutual", flags.grpc_use_ssl_mutual,
+                 "Mutual TLS: also require a client certificate signed by --grpc-root-cert "
+                 "(implies --grpc-use-ssl)")
+      ->capture_default_str();
+  app.add_option("--grpc-server-cert", flags.grpc_server_cert,
+                 "PEM certificate chain of the server");
+  app.add_option("--grpc-server-key", flags.grpc_server_key, "PEM private key of the server");
+  app.add_option("--grpc-root-cert", flags.grpc_root_cert,
+                 "PEM CA certificate(s) that client certificates must chain to (mutual TLS)");
+  app.add_option("--grpc-bearer-token-file", flags.grpc_bearer_token_file,
+                 "File holding a token every inference.GRPCInferenceService call must send as "
+                 "'authorization: Bearer <token>' (grpc.health.v1 stays open)");
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")
       ->delimiter(',');
@@ -194,5 +363,6 @@ int main(int argc, char** argv) {
 
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  ltserve::InstallProtobufLogHandler();
   return Run(flags);
 }

@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <mutex>
+#include <string_view>
 
 #include "config/model_config.h"
+#include "grpc/protobuf_log.h"
 #include "grpc/request_decoder.h"
 
 namespace ltserve {
@@ -61,9 +63,13 @@ void FillStatistics(Model& model, inference::ModelStatistics* out) {
 // accepted; OnCancel only asks the scheduler to drop the request if it is still queued.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  InferReactor(std::shared_ptr<Model> model, const inference::ModelInferRequest* request,
-               inference::ModelInferResponse* response)
-      : model_(std::move(model)), request_(request), response_(response) {}
+  // `request` is the parsed message the decoded request points into; the reactor keeps it
+  // until gRPC is done with the call.
+  InferReactor(std::shared_ptr<Model> model,
+               std::unique_ptr<inference::ModelInferRequest> request, grpc::ByteBuffer* response,
+               std::size_t max_response_bytes)
+      : model_(std::move(model)), request_(std::move(request)), response_bytes_(response),
+        max_response_bytes_(max_response_bytes) {}
 
   // Called once, right after construction, on the gRPC thread.
   void Start(std::unique_ptr<DecodedRequest> decoded,
@@ -117,31 +123,67 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       Finish(ToGrpcStatus(status));
       return;
     }
+    std::size_t output_bytes = 0;
+    for (int index : requested_outputs_) {
+      output_bytes += outputs[static_cast<std::size_t>(index)].bytes.size();
+    }
+    if (output_bytes > max_response_bytes_) {
+      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "the response would carry " + std::to_string(output_bytes) +
+                              " bytes of outputs, more than the server's limit of " +
+                              std::to_string(max_response_bytes_) +
+                              " (--grpc-max-send-bytes); send a smaller batch"));
+      return;
+    }
     const ModelSpec& spec = model_->spec();
-    response_->set_model_name(spec.name);
-    response_->set_model_version(model_->version_string());
-    response_->set_id(request_->id());
+    inference::ModelInferResponse response;
+    response.set_model_name(spec.name);
+    response.set_model_version(model_->version_string());
+    response.set_id(request_->id());
     for (int index : requested_outputs_) {
       const OutputSlice& slice = outputs[static_cast<std::size_t>(index)];
-      auto* tensor = response_->add_outputs();
+      auto* tensor = response.add_outputs();
       tensor->set_name(spec.outputs[index].name);
       tensor->set_datatype(std::string(WireName(spec.outputs[index].dtype)));
       for (std::int64_t dim : slice.shape) tensor->add_shape(dim);
-      // The one copy of output data: from the executor's buffer into the response.
-      response_->add_raw_output_contents(reinterpret_cast<const char*>(slice.bytes.data()),
-                                         slice.bytes.size());
+      // From the executor's buffer into the response; serializing copies once more, as gRPC's
+      // own serialization of a typed response would.
+      response.add_raw_output_contents(reinterpret_cast<const char*>(slice.bytes.data()),
+                                       slice.bytes.size());
     }
-    Finish(grpc::Status::OK);
+    bool own_buffer = false;
+    Finish(grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
+        response, response_bytes_, &own_buffer));
   }
 
   const std::shared_ptr<Model> model_;
-  const inference::ModelInferRequest* const request_;
-  inference::ModelInferResponse* const response_;
+  const std::unique_ptr<inference::ModelInferRequest> request_;
+  grpc::ByteBuffer* const response_bytes_;
+  const std::size_t max_response_bytes_;
   std::vector<int> requested_outputs_;
   std::atomic<std::uint64_t> request_id_{0};
   std::atomic<bool> cancelled_{false};
   std::mutex start_mutex_;
 };
+
+grpc::ServerUnaryReactor* FinishUnauthenticated(grpc::CallbackServerContext* context) {
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                               "this server requires the metadata 'authorization: Bearer <token>' "
+                               "with its token"));
+  return reactor;
+}
+
+// Compares every byte whatever the first difference, so that the time taken does not tell a
+// client how much of a guessed token was right.
+bool ConstantTimeEqual(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return difference == 0;
+}
 
 std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& context) {
   const auto deadline = context.deadline();
@@ -157,6 +199,20 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
 
 }  // namespace
 
+bool InferenceService::Authorized(const grpc::CallbackServerContext& context) const {
+  if (options_.bearer_token.empty()) return true;
+  constexpr std::string_view kScheme = "Bearer ";
+  const auto [first, last] = context.client_metadata().equal_range("authorization");
+  for (auto it = first; it != last; ++it) {
+    const std::string_view value(it->second.data(), it->second.size());
+    if (value.substr(0, kScheme.size()) == kScheme &&
+        ConstantTimeEqual(value.substr(kScheme.size()), options_.bearer_token)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Result<ModelRepository*> InferenceService::Repository() const {
   ModelRepository* repository = lifecycle_->repository.load();
   if (repository == nullptr) return Unavailable("the server is still loading its models");
@@ -166,6 +222,7 @@ Result<ModelRepository*> InferenceService::Repository() const {
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
                                                        const inference::ServerLiveRequest*,
                                                        inference::ServerLiveResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   response->set_live(true);
   return FinishNow(context, Status::Ok());
 }
@@ -173,6 +230,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* context,
                                                         const inference::ServerReadyRequest*,
                                                         inference::ServerReadyResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   response->set_ready(lifecycle_->Ready());
   return FinishNow(context, Status::Ok());
 }
@@ -180,6 +238,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
                                                        const inference::ModelReadyRequest* request,
                                                        inference::ModelReadyResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   Result<bool> ready = lifecycle_->ModelReady(request->name(), request->version());
   if (!ready.ok()) return FinishNow(context, ready.status());
   response->set_ready(*ready);
@@ -189,6 +248,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     grpc::CallbackServerContext* context, const inference::ServerMetadataRequest*,
     inference::ServerMetadataResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   response->set_name("ltserve");
   response->set_version(version_);
   response->add_extensions("model_configuration");
@@ -200,6 +260,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
     grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
   auto found = (*repository)->Find(request->name(), request->version());
@@ -222,6 +283,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
                                                         const inference::ModelConfigRequest* request,
                                                         inference::ModelConfigResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
   auto found = (*repository)->Find(request->name(), request->version());
@@ -236,6 +298,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
     grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
     inference::ModelStatisticsResponse* response) {
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
   if (!request->name().empty()) {
@@ -249,9 +312,28 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
-                                                       const inference::ModelInferRequest* request,
-                                                       inference::ModelInferResponse* response) {
+                                                       const grpc::ByteBuffer* raw_request,
+                                                       grpc::ByteBuffer* raw_response) {
   const auto arrival = std::chrono::steady_clock::now();
+  last_infer_arrival_.store(arrival.time_since_epoch().count());
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
+  auto message = std::make_unique<inference::ModelInferRequest>();
+  {
+    grpc::ByteBuffer bytes(*raw_request);  // shares the slices; Deserialize consumes its input
+    TakeProtobufLogLine();
+    const grpc::Status parsed =
+        grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&bytes, message.get());
+    if (!parsed.ok()) {
+      const std::string why = TakeProtobufLogLine();
+      spdlog::debug("ModelInfer: unparseable request of {} bytes: {}", raw_request->Length(),
+                    why.empty() ? parsed.error_message() : why);
+      return FinishNow(context,
+                       InvalidArgument("the request is not a valid inference.ModelInferRequest" +
+                                       (why.empty() ? std::string(" (malformed protobuf)")
+                                                    : ": " + why)));
+    }
+  }
+  const inference::ModelInferRequest* request = message.get();
   auto repository = Repository();
   if (!repository.ok()) return FinishNow(context, repository.status());
   auto found = (*repository)->Find(request->model_name(), request->model_version());
@@ -269,7 +351,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   }
   spdlog::debug("ModelInfer '{}' id '{}': batch {}", request->model_name(), request->id(),
                 (*decoded)->request->batch_size);
-  auto* reactor = new InferReactor(model, request, response);
+  auto* reactor = new InferReactor(model, std::move(message), raw_response, options_.max_response_bytes);
   reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
   return reactor;
 }

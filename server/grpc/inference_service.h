@@ -1,5 +1,7 @@
 // inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig/ModelStatistics) on gRPC's
-// callback API: no thread per request. ModelInfer decodes and validates on the gRPC thread,
+// callback API: no thread per request. ModelInfer takes the raw message and parses it itself:
+// gRPC answers a message it cannot parse with UNIMPLEMENTED and no message, where a client
+// needs INVALID_ARGUMENT and the reason. It decodes and validates on the gRPC thread,
 // hands the request to the model's scheduler (which never blocks), and the scheduler's completion
 // callback writes the response and finishes the call from a scheduler thread.
 //
@@ -7,6 +9,9 @@
 // repository and the atomic lifecycle flags in ServerLifecycle.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -16,10 +21,22 @@
 
 namespace ltserve {
 
-class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+struct InferenceServiceOptions {
+  // An inference whose outputs add up to more than this is answered RESOURCE_EXHAUSTED instead
+  // of being copied into a response gRPC would refuse to send.
+  std::size_t max_response_bytes = SIZE_MAX;
+  // Non-empty: every call must carry the metadata "authorization: Bearer <token>", else it is
+  // answered UNAUTHENTICATED. grpc.health.v1 is a separate service and stays open to probes.
+  std::string bearer_token;
+};
+
+class InferenceService final
+    : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
+          inference::GRPCInferenceService::CallbackService> {
  public:
-  InferenceService(ServerLifecycle* lifecycle, std::string version)
-      : lifecycle_(lifecycle), version_(std::move(version)) {}
+  InferenceService(ServerLifecycle* lifecycle, std::string version,
+                   InferenceServiceOptions options = {})
+      : lifecycle_(lifecycle), version_(std::move(version)), options_(std::move(options)) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -42,16 +59,27 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) override;
+  // `request` is a serialized ModelInferRequest; `response` receives a ModelInferResponse.
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+
+  // When the last ModelInfer call reached the service (the epoch when none has): shutdown
+  // waits for clients to stop sending before it closes their connections.
+  std::chrono::steady_clock::time_point LastInferArrival() const {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(last_infer_arrival_.load()));
+  }
 
  private:
+  bool Authorized(const grpc::CallbackServerContext& context) const;
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
 
   ServerLifecycle* const lifecycle_;
   const std::string version_;
+  const InferenceServiceOptions options_;
+  std::atomic<std::chrono::steady_clock::rep> last_infer_arrival_{0};
 };
 
 // Maps ltserve's status to gRPC's (same numbering).

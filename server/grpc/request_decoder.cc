@@ -203,6 +203,15 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
       return InvalidArgument("unknown output '" + requested.name() + "' requested; model '" +
                              spec.name + "' has " + names);
     }
+    // Each copy would be a full copy of the output in the response: a small request naming
+    // one output a thousand times would make the server build a response a thousand times
+    // its size.
+    for (int earlier : decoded->requested_outputs) {
+      if (earlier == index) {
+        return InvalidArgument("output '" + requested.name() +
+                               "' is requested twice; name each output at most once");
+      }
+    }
     decoded->requested_outputs.push_back(index);
   }
 

@@ -9,6 +9,7 @@
 #include "cpu/cpu_executor.h"
 #include "gpu/gpu_executor.h"
 #include "metrics/metrics.h"
+#include "scheduler/warm_up.h"
 #include "torch/torch_loader.h"
 
 namespace ltserve {
@@ -38,7 +39,10 @@ SchedulerOptions MakeSchedulerOptions(const ModelSpec& spec, const inference::Mo
       options.priority_policies[static_cast<std::uint32_t>(level)] = ToQueuePolicy(policy);
     }
   }
-  for (const TensorSpec& output : spec.outputs) options.output_types.push_back(output.dtype);
+  for (const TensorSpec& output : spec.outputs) {
+    options.output_types.push_back(output.dtype);
+    options.output_dims.push_back(output.dims);
+  }
   return options;
 }
 
@@ -125,6 +129,11 @@ Result<std::unique_ptr<ModelRepository>> ModelRepository::Create(const Repositor
       for (int i = 0; i < std::max(1, spec.instance_count); ++i) {
         LTSERVE_ASSIGN_OR_RETURN(auto instance, chosen.factory->CreateInstance(i));
         instances.push_back(std::move(instance));
+      }
+      // Plans take their output shapes from the config; a TorchScript forward answers whatever
+      // it computes.
+      if (path == ExecutionPath::kTorchScript) {
+        LTSERVE_RETURN_IF_ERROR(WarmUpOutputShapes(*instances.front(), spec));
       }
       model->factory_ = std::move(chosen.factory);
       SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, entry.config);

@@ -162,10 +162,24 @@ Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests request
   return shape;
 }
 
-Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(const ExecutorInstance& instance,
-                                                           BatchRequests requests,
-                                                           std::size_t num_outputs,
-                                                           BatchLayout layout) {
+Status CheckOutputDims(std::size_t output, const std::vector<std::int64_t>& shape,
+                       const std::vector<std::int64_t>& dims, bool batched) {
+  const std::size_t first = batched ? 1 : 0;
+  bool matches = shape.size() == dims.size() + first;
+  for (std::size_t i = 0; matches && i < dims.size(); ++i) {
+    matches = dims[i] < 0 || shape[first + i] == dims[i];
+  }
+  if (matches) return Status::Ok();
+  std::vector<std::int64_t> expected = dims;
+  if (batched) expected.insert(expected.begin(), -1);
+  return Internal("the model answered output " + std::to_string(output) + " with shape " +
+                  ShapeString(shape) + " where its config declares " + ShapeString(expected) +
+                  " (-1: any size)");
+}
+
+Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(
+    const ExecutorInstance& instance, BatchRequests requests, std::size_t num_outputs,
+    BatchLayout layout, std::span<const std::vector<std::int64_t>> output_dims) {
   std::vector<std::vector<OutputSlice>> slices(requests.size());
   for (auto& per_request : slices) per_request.reserve(num_outputs);
   std::int64_t rows = 0;
@@ -174,6 +188,10 @@ Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(const ExecutorInstanc
   for (std::size_t output = 0; output < num_outputs; ++output) {
     std::span<const std::byte> bytes = instance.Output(output);
     std::vector<std::int64_t> shape = instance.OutputShape(output);
+    if (output < output_dims.size() && layout != BatchLayout::kPackedSequences) {
+      LTSERVE_RETURN_IF_ERROR(
+          CheckOutputDims(output, shape, output_dims[output], layout == BatchLayout::kRows));
+    }
     if (layout == BatchLayout::kWhole) {
       slices.front().push_back(OutputSlice{bytes, std::move(shape)});
       continue;

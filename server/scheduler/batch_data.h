@@ -47,11 +47,16 @@ Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests request
 
 // Per request (batch order), its `num_outputs` output slices: its rows (kRows) or tokens
 // (kPackedSequences, reshaped to [batch, seq, ...]) of each output of the last Execute. Fails
-// with INTERNAL when an output's first dimension is not the batch's rows or tokens.
-Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(const ExecutorInstance& instance,
-                                                           BatchRequests requests,
-                                                           std::size_t num_outputs,
-                                                           BatchLayout layout);
+// with INTERNAL when an output's first dimension is not the batch's rows or tokens, or (kWhole,
+// kRows) when its other dims differ from `output_dims` (SchedulerOptions::output_dims).
+Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(
+    const ExecutorInstance& instance, BatchRequests requests, std::size_t num_outputs,
+    BatchLayout layout, std::span<const std::vector<std::int64_t>> output_dims = {});
+
+// Whether `shape` (an executed output's, batch dimension first when `batched`) has the dims
+// `dims` (-1: any) after it; INTERNAL naming both otherwise.
+Status CheckOutputDims(std::size_t output, const std::vector<std::int64_t>& shape,
+                       const std::vector<std::int64_t>& dims, bool batched);
 
 // After a masked batch (StageInputs with a key-padding mask): per request, its outputs as
 // [batch, seq, width] with the executor's rows at the real tokens' positions and zeros at the

@@ -306,7 +306,8 @@ struct Scheduler::Impl {
       slices = ScatterMaskedOutputs(*worker.instance, requests, *options.tokens,
                                     options.output_types, worker.scatter);
     } else if (status.ok()) {
-      slices = SliceOutputs(*worker.instance, requests, options.output_types.size(), layout);
+      slices = SliceOutputs(*worker.instance, requests, options.output_types.size(), layout,
+                            options.output_dims);
     }
     if (!slices.ok()) {
       Fail(batch, slices.status());

@@ -43,6 +43,10 @@ struct SchedulerOptions {
   std::optional<TokenLayout> tokens;
   // One entry per model output, config order: the scheduler slices this many outputs.
   std::vector<DataType> output_types;
+  // Per output, config order, the dims after the batch dimension (-1: any), or empty: not
+  // checked. A batch whose outputs have other dims fails with INTERNAL rather than answering
+  // shapes the model's metadata does not promise (kWhole and kRows layouts).
+  std::vector<std::vector<std::int64_t>> output_dims;
 };
 
 }  // namespace ltserve

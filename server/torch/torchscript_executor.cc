@@ -94,7 +94,9 @@ class TorchScriptInstance : public ExecutorInstance {
       c10::InferenceMode guard;
       result = module_.forward(std::move(arguments));
     } catch (const std::exception& error) {
-      return InvalidArgument("TorchScript forward failed: " + aten::ExceptionMessage(error));
+      // The request passed every check against the config: a forward that raises is the
+      // model's failure, not the client's.
+      return Internal("TorchScript forward failed: " + aten::ExceptionMessage(error));
     }
     if (timings != nullptr) timings->infer_ns = NanosSince(start);
 

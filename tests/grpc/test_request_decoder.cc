@@ -227,6 +227,14 @@ TEST(RequestDecoder, UnknownOutput) {
   ExpectInvalid(request, "unknown output 'w'");
 }
 
+TEST(RequestDecoder, AnOutputRequestedTwiceIsRefused) {
+  auto request = ValidRequest(1, 1);
+  request.add_outputs()->set_name("y");
+  request.add_outputs()->set_name("z");
+  request.add_outputs()->set_name("y");
+  ExpectInvalid(request, "output 'y' is requested twice");
+}
+
 TEST(RequestDecoder, BadParameterTypes) {
   auto request = ValidRequest(1, 1);
   (*request.mutable_parameters())["priority"].set_string_param("high");

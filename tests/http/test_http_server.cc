@@ -5,12 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "http_test_util.h"
 
@@ -136,6 +140,34 @@ TEST(HttpServerTest, ServesConcurrentClients) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   EXPECT_EQ(testing::HammerAllEndpoints((*server)->port(), state.metrics_text), 0)
       << "requests that did not get the expected answer";
+}
+
+TEST(HttpServerTest, ConnectionsThatSendNothingDoNotDelayOthers) {
+  // More than any fixed pool the server had (8 workers): each of these held one for its
+  // keep-alive second, so a probe behind them waited about 100 / 8 seconds.
+  constexpr int kIdleConnections = 100;
+  constexpr auto kAnswerBound = std::chrono::seconds(2);  // well under the queue it replaced
+  FakeServerState state;
+  auto server = HttpServer::Start("127.0.0.1", 0, state.Handlers());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>((*server)->port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<int> idle;
+  for (int i = 0; i < kIdleConnections; ++i) {
+    const int sock = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(sock, 0);
+    ASSERT_EQ(connect(sock, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    idle.push_back(sock);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all accepted and waiting
+  httplib::Client probe("127.0.0.1", (*server)->port());
+  probe.set_read_timeout(kAnswerBound);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(testing::GetStatus(probe, "/v2/health/live"), 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kAnswerBound);
+  for (int sock : idle) close(sock);
 }
 
 TEST(HttpServerTest, DestructionStopsServingEvenWithAKeptAliveConnection) {

@@ -228,12 +228,13 @@ def test_sigterm_under_load_finishes_accepted_requests_and_refuses_new_ones(mode
     assert all(r[3] for r in results), "an OK response had wrong numbers"
     drained = [r for r in results if r[0] < signalled_at < r[1] and r[2] == grpc.StatusCode.OK]
     assert drained, "no request in flight at SIGTERM completed: nothing was drained"
-    # Sent after it: refused with UNAVAILABLE while the server drains. The few that race the
-    # final close of the connections see gRPC cancel the stream (CANCELLED); none is executed.
+    # Sent after it: refused with UNAVAILABLE while the server drains, and for as long as the
+    # clients keep sending; the server closes the connections only once they stop, so none is
+    # cancelled under them.
     late = [r for r in results if r[0] > signalled_at + REFUSAL_MARGIN_S]
     late_codes = [r[2] for r in late]
-    assert late and set(late_codes) <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
-    assert late_codes.count(grpc.StatusCode.UNAVAILABLE) > late_codes.count(grpc.StatusCode.CANCELLED)
+    assert late and set(late_codes) == {grpc.StatusCode.UNAVAILABLE}, late_codes
+    assert {r[2] for r in results} <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}
     assert exit_code == 0, server.log()
     assert "all accepted requests finished" in server.log()
 

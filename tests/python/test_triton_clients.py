@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 import torch
 
+from ltserve_testing import ROOT
+
 grpcclient = pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] is not installed")
 
 MODEL = "demo_mlp"
@@ -242,3 +244,31 @@ def test_bench_sweep_json_csv(ltserve_server, tmp_path):
         assert 0 < server["request"] <= level["latency_us"]["avg"] * 1.05
         assert server["compute_infer"] > 0
     assert len(out_csv.read_text().strip().splitlines()) == 3
+
+
+# --- the README's commands, as written ----------------------------------------------------------
+
+def readme_command(program: str) -> list[str]:
+    """The README's command line that runs `program`, split into words."""
+    for line in (ROOT / "README.md").read_text().splitlines():
+        words = line.split()
+        if words and Path(words[0]).name == program:
+            return words
+    raise AssertionError(f"the README has no command running {program}")
+
+
+def test_readme_perf_analyzer_command_runs_in_a_fresh_shell(ltserve_server):
+    if not (Path(sys.executable).parent / "perf_analyzer").exists():
+        pytest.skip("perf_analyzer is not installed (it ships in the tritonclient wheel)")
+    words = readme_command("perf_analyzer")
+    words = [ltserve_server.grpc_address if w == "localhost:8001" else w for w in words]
+    # What a new terminal has: no library path from this suite or from a CUDA setup.
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    # Shorter windows than perf_analyzer's default keep the run short on a shared machine.
+    run = subprocess.run(
+        words + ["--measurement-interval", str(PA_WINDOW_MS),
+                 "--stability-percentage", str(PA_STABILITY_PCT), "--max-trials", "10"],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=PA_RUN_TIMEOUT_S)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert "Concurrency: 4, throughput:" in output, output

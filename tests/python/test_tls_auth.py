@@ -1,0 +1,170 @@
+"""TLS, mutual TLS and bearer tokens on the gRPC port, with certificates made by the openssl CLI
+for each test run, against the real server binary."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from ltserve_testing import SERVER_BINARY, copy_model, start_server
+from test_server import infer_request, output_array
+
+TINY, TINY_IN, TINY_OUT = "tiny_mlp", 16, 4
+CALL_TIMEOUT_S = 10.0
+# A refused handshake fails the call at once; the bound is for a machine under load.
+REFUSED_TIMEOUT_S = 10.0
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_ca(folder: Path, name: str) -> None:
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2", "-subj", f"/CN={name}",
+            cwd=folder)
+
+
+def make_leaf(folder: Path, ca: str, name: str) -> None:
+    """A certificate for 127.0.0.1 and localhost, good for a server and for a client."""
+    (folder / f"{name}.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=folder)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext",
+            cwd=folder)
+
+
+@pytest.fixture(scope="module")
+def certs():
+    folder = Path(tempfile.mkdtemp(prefix="ltserve-certs-"))
+    make_ca(folder, "ca")
+    make_ca(folder, "other_ca")
+    make_leaf(folder, "ca", "server")
+    make_leaf(folder, "ca", "client")
+    make_leaf(folder, "other_ca", "stranger")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_repo(model_repo):
+    repo = Path(tempfile.mkdtemp(prefix="ltserve-tls-"))
+    copy_model(model_repo, TINY, repo)
+    yield repo
+    shutil.rmtree(repo, ignore_errors=True)
+
+
+def read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def tls_channel(address: str, certs: Path, client: str | None = None):
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=read(certs / "ca.pem"),
+        private_key=read(certs / f"{client}.key") if client else None,
+        certificate_chain=read(certs / f"{client}.pem") if client else None)
+    return grpc.secure_channel(address, credentials)
+
+
+def assert_refused(channel, pb):
+    stub = pb.service_grpc.GRPCInferenceServiceStub(channel)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.ServerLive(pb.service.ServerLiveRequest(), timeout=REFUSED_TIMEOUT_S)
+    assert error.value.code() == grpc.StatusCode.UNAVAILABLE, error.value.details()
+    channel.close()
+
+
+def assert_serves(channel, pb):
+    stub = pb.service_grpc.GRPCInferenceServiceStub(channel)
+    assert stub.ServerLive(pb.service.ServerLiveRequest(), timeout=CALL_TIMEOUT_S).live
+    _, request = infer_request(pb, TINY, np.zeros((2, TINY_IN), np.float32))
+    assert output_array(stub.ModelInfer(request, timeout=CALL_TIMEOUT_S)).shape == (2, TINY_OUT)
+    channel.close()
+
+
+def test_tls_serves_clients_that_trust_its_ca_and_not_plaintext(tiny_repo, certs, pb):
+    server = start_server(tiny_repo, "--grpc-use-ssl", "true",
+                          "--grpc-server-cert", str(certs / "server.pem"),
+                          "--grpc-server-key", str(certs / "server.key"))
+    try:
+        assert "tls=on" in server.log()
+        assert_serves(tls_channel(server.grpc_address, certs), pb)
+        assert_refused(grpc.insecure_channel(server.grpc_address), pb)
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+def test_mutual_tls_refuses_a_client_without_a_valid_certificate(tiny_repo, certs, pb):
+    server = start_server(tiny_repo, "--grpc-use-ssl", "true", "--grpc-use-ssl-mutual", "true",
+                          "--grpc-server-cert", str(certs / "server.pem"),
+                          "--grpc-server-key", str(certs / "server.key"),
+                          "--grpc-root-cert", str(certs / "ca.pem"))
+    try:
+        assert "tls=mutual" in server.log()
+        assert_serves(tls_channel(server.grpc_address, certs, "client"), pb)
+        assert_refused(tls_channel(server.grpc_address, certs), pb)              # no certificate
+        assert_refused(tls_channel(server.grpc_address, certs, "stranger"), pb)  # another CA's
+        assert_refused(grpc.insecure_channel(server.grpc_address), pb)
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+TOKEN = "s3cret-token-for-this-test"
+
+
+def test_a_bearer_token_is_required_on_the_inference_service_only(tiny_repo, pb, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    server = start_server(tiny_repo, "--grpc-bearer-token-file", str(token_file))
+    try:
+        channel = grpc.insecure_channel(server.grpc_address)
+        stub = pb.service_grpc.GRPCInferenceServiceStub(channel)
+        _, request = infer_request(pb, TINY, np.zeros((2, TINY_IN), np.float32))
+        for metadata in (None, [("authorization", "Bearer wrong")],
+                         [("authorization", TOKEN)], [("authorization", f"Bearer {TOKEN}x")]):
+            for call, message in ((stub.ServerLive, pb.service.ServerLiveRequest()),
+                                  (stub.ModelInfer, request)):
+                with pytest.raises(grpc.RpcError) as error:
+                    call(message, metadata=metadata, timeout=CALL_TIMEOUT_S)
+                assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED, metadata
+                assert "Bearer" in error.value.details()
+        good = [("authorization", f"Bearer {TOKEN}")]
+        assert stub.ServerLive(pb.service.ServerLiveRequest(), metadata=good,
+                               timeout=CALL_TIMEOUT_S).live
+        got = stub.ModelInfer(request, metadata=good, timeout=CALL_TIMEOUT_S)
+        assert output_array(got).shape == (2, TINY_OUT)
+        # Probes carry no token: the health service answers them.
+        health = pb.health_grpc.HealthStub(channel)
+        status = health.Check(pb.health.HealthCheckRequest(service=""), timeout=CALL_TIMEOUT_S)
+        assert status.status == pb.health.HealthCheckResponse.SERVING
+        channel.close()
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--grpc-use-ssl", "true"], "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key"),
+    (["--grpc-use-ssl-mutual", "true", "--grpc-server-cert", "{certs}/server.pem",
+      "--grpc-server-key", "{certs}/server.key"], "--grpc-use-ssl-mutual needs --grpc-root-cert"),
+    (["--grpc-use-ssl", "true", "--grpc-server-cert", "{certs}/missing.pem",
+      "--grpc-server-key", "{certs}/server.key"], "--grpc-server-cert '"),
+    (["--grpc-bearer-token-file", "{certs}/missing-token"], "--grpc-bearer-token-file '"),
+])
+def test_security_flags_that_cannot_work_stop_the_start(tiny_repo, certs, args, message):
+    args = [a.format(certs=certs) for a in args]
+    result = subprocess.run(
+        [str(SERVER_BINARY), "--model-repository", str(tiny_repo), "--host", "127.0.0.1",
+         "--grpc-port", "0", "--http-port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    assert result.returncode == 2, result.stdout
+    assert message in result.stdout, result.stdout
+    assert "listening" not in result.stdout, result.stdout
