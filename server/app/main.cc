@@ -3,7 +3,8 @@
 // Start-up order matters for operators: the gRPC and HTTP endpoints come up first (live, not
 // ready), then models load and warm up, then readiness turns on. On SIGTERM/SIGINT readiness
 // turns off at once, new inference gets UNAVAILABLE, accepted requests finish within
-// --exit-timeout, and the exit code says whether they all did.
+// --exit-timeout, connections close once clients have stopped sending, and the exit code says
+// whether every accepted request finished.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <netdb.h>
@@ -38,7 +39,7 @@
 
 namespace {
 
-// After the drain, how long no inference call must arrive before gRPC shuts down. gRPC's
+// After the drain, how long no call must arrive before gRPC shuts down. gRPC's
 // shutdown cancels every call that reaches it meanwhile: a client sees CANCELLED, which it
 // cannot tell from its own cancellation, where UNAVAILABLE would have sent it elsewhere. Clients
 // that heed UNAVAILABLE stop within this; the exit timeout bounds the wait for those that do not.
@@ -284,7 +285,7 @@ int Run(const Flags& flags) {
   const bool drained = (*repository)->Drain(deadline);
   // New calls keep getting UNAVAILABLE on the open connections until the clients stop sending.
   while (std::chrono::steady_clock::now() < deadline &&
-         std::chrono::steady_clock::now() - service.LastInferArrival() < kQuietBeforeShutdown) {
+         std::chrono::steady_clock::now() - service.LastCallArrival() < kQuietBeforeShutdown) {
     std::this_thread::sleep_for(kQuietPoll);
   }
   // Responses of drained requests are already written; give gRPC a moment to flush them.

@@ -174,6 +174,22 @@ grpc::ServerUnaryReactor* FinishUnauthenticated(grpc::CallbackServerContext* con
   return reactor;
 }
 
+// Parses a method's request. libprotobuf says why a message does not parse only in its log
+// (invalid UTF-8 in field X, say); that line is taken back for the client's message.
+Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message* message) {
+  grpc::ByteBuffer bytes(raw);  // shares the slices; Deserialize consumes its input
+  TakeProtobufLogLine();
+  const grpc::Status parsed =
+      grpc::SerializationTraits<google::protobuf::Message>::Deserialize(&bytes, message);
+  if (parsed.ok()) return Status::Ok();
+  const std::string why = TakeProtobufLogLine();
+  const std::string type = message->GetDescriptor()->full_name();
+  spdlog::debug("unparseable {} of {} bytes: {}", type, raw.Length(),
+                why.empty() ? parsed.error_message() : why);
+  return InvalidArgument("the request is not a valid " + type +
+                         (why.empty() ? std::string(" (malformed protobuf)") : ": " + why));
+}
+
 // Compares every byte whatever the first difference, so that the time taken does not tell a
 // client how much of a guessed token was right.
 bool ConstantTimeEqual(std::string_view a, std::string_view b) {
@@ -219,52 +235,105 @@ Result<ModelRepository*> InferenceService::Repository() const {
   return repository;
 }
 
-grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
-                                                       const inference::ServerLiveRequest*,
-                                                       inference::ServerLiveResponse* response) {
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* InferenceService::Unary(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response, Status (InferenceService::*serve)(const Request&, Response*)) {
+  last_call_arrival_.store(std::chrono::steady_clock::now().time_since_epoch().count());
   if (!Authorized(*context)) return FinishUnauthenticated(context);
-  response->set_live(true);
-  return FinishNow(context, Status::Ok());
+  Request request;
+  if (Status parsed = ParseRequest(*raw_request, &request); !parsed.ok()) {
+    return FinishNow(context, parsed);
+  }
+  Response response;
+  if (Status served = (this->*serve)(request, &response); !served.ok()) {
+    return FinishNow(context, served);
+  }
+  bool own_buffer = false;
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(
+      grpc::SerializationTraits<Response>::Serialize(response, raw_response, &own_buffer));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeServerLive);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* context,
-                                                        const inference::ServerReadyRequest*,
-                                                        inference::ServerReadyResponse* response) {
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
-  response->set_ready(lifecycle_->Ready());
-  return FinishNow(context, Status::Ok());
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeServerReady);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
-                                                       const inference::ModelReadyRequest* request,
-                                                       inference::ModelReadyResponse* response) {
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
-  Result<bool> ready = lifecycle_->ModelReady(request->name(), request->version());
-  if (!ready.ok()) return FinishNow(context, ready.status());
-  response->set_ready(*ready);
-  return FinishNow(context, Status::Ok());
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeModelReady);
 }
 
-grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
-    grpc::CallbackServerContext* context, const inference::ServerMetadataRequest*,
-    inference::ServerMetadataResponse* response) {
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
+grpc::ServerUnaryReactor* InferenceService::ServerMetadata(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeServerMetadata);
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelMetadata(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeModelMetadata);
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeModelConfig);
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelStatistics(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeModelStatistics);
+}
+
+Status InferenceService::ServeServerLive(const inference::ServerLiveRequest&,
+                                         inference::ServerLiveResponse* response) {
+  response->set_live(true);
+  return Status::Ok();
+}
+
+Status InferenceService::ServeServerReady(const inference::ServerReadyRequest&,
+                                          inference::ServerReadyResponse* response) {
+  response->set_ready(lifecycle_->Ready());
+  return Status::Ok();
+}
+
+Status InferenceService::ServeModelReady(const inference::ModelReadyRequest& request,
+                                         inference::ModelReadyResponse* response) {
+  Result<bool> ready = lifecycle_->ModelReady(request.name(), request.version());
+  if (!ready.ok()) return ready.status();
+  response->set_ready(ready.value());
+  return Status::Ok();
+}
+
+Status InferenceService::ServeServerMetadata(const inference::ServerMetadataRequest&,
+                                             inference::ServerMetadataResponse* response) {
   response->set_name("ltserve");
   response->set_version(version_);
   response->add_extensions("model_configuration");
   response->add_extensions("statistics");
   response->add_extensions("schedule_policy");
-  return FinishNow(context, Status::Ok());
+  return Status::Ok();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
-    grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
-    inference::ModelMetadataResponse* response) {
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
+Status InferenceService::ServeModelMetadata(const inference::ModelMetadataRequest& request,
+                                            inference::ModelMetadataResponse* response) {
   auto repository = Repository();
-  if (!repository.ok()) return FinishNow(context, repository.status());
-  auto found = (*repository)->Find(request->name(), request->version());
-  if (!found.ok()) return FinishNow(context, found.status());
+  if (!repository.ok()) return repository.status();
+  auto found = (*repository)->Find(request.name(), request.version());
+  if (!found.ok()) return found.status();
   const ModelSpec& spec = (*found)->spec();
   response->set_name(spec.name);
   response->add_versions((*found)->version_string());
@@ -277,61 +346,45 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
   };
   for (const auto& input : spec.inputs) fill(input, response->add_inputs());
   for (const auto& output : spec.outputs) fill(output, response->add_outputs());
-  return FinishNow(context, Status::Ok());
+  return Status::Ok();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
-                                                        const inference::ModelConfigRequest* request,
-                                                        inference::ModelConfigResponse* response) {
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
+Status InferenceService::ServeModelConfig(const inference::ModelConfigRequest& request,
+                                          inference::ModelConfigResponse* response) {
   auto repository = Repository();
-  if (!repository.ok()) return FinishNow(context, repository.status());
-  auto found = (*repository)->Find(request->name(), request->version());
-  if (!found.ok()) return FinishNow(context, found.status());
+  if (!repository.ok()) return repository.status();
+  auto found = (*repository)->Find(request.name(), request.version());
+  if (!found.ok()) return found.status();
   inference::ModelConfig* config = response->mutable_config();
   *config = (*found)->config();
   config->set_name((*found)->spec().name);
   if (config->platform().empty()) config->set_platform("pytorch_libtorch");
-  return FinishNow(context, Status::Ok());
+  return Status::Ok();
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
-    grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
-    inference::ModelStatisticsResponse* response) {
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
+Status InferenceService::ServeModelStatistics(const inference::ModelStatisticsRequest& request,
+                                              inference::ModelStatisticsResponse* response) {
   auto repository = Repository();
-  if (!repository.ok()) return FinishNow(context, repository.status());
-  if (!request->name().empty()) {
-    auto found = (*repository)->Find(request->name(), request->version());
-    if (!found.ok()) return FinishNow(context, found.status());
+  if (!repository.ok()) return repository.status();
+  if (!request.name().empty()) {
+    auto found = (*repository)->Find(request.name(), request.version());
+    if (!found.ok()) return found.status();
     FillStatistics(**found, response->add_model_stats());
-    return FinishNow(context, Status::Ok());
+    return Status::Ok();
   }
   for (const auto& model : (*repository)->Models()) FillStatistics(*model, response->add_model_stats());
-  return FinishNow(context, Status::Ok());
+  return Status::Ok();
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* raw_request,
                                                        grpc::ByteBuffer* raw_response) {
   const auto arrival = std::chrono::steady_clock::now();
-  last_infer_arrival_.store(arrival.time_since_epoch().count());
+  last_call_arrival_.store(arrival.time_since_epoch().count());
   if (!Authorized(*context)) return FinishUnauthenticated(context);
   auto message = std::make_unique<inference::ModelInferRequest>();
-  {
-    grpc::ByteBuffer bytes(*raw_request);  // shares the slices; Deserialize consumes its input
-    TakeProtobufLogLine();
-    const grpc::Status parsed =
-        grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&bytes, message.get());
-    if (!parsed.ok()) {
-      const std::string why = TakeProtobufLogLine();
-      spdlog::debug("ModelInfer: unparseable request of {} bytes: {}", raw_request->Length(),
-                    why.empty() ? parsed.error_message() : why);
-      return FinishNow(context,
-                       InvalidArgument("the request is not a valid inference.ModelInferRequest" +
-                                       (why.empty() ? std::string(" (malformed protobuf)")
-                                                    : ": " + why)));
-    }
+  if (Status parsed = ParseRequest(*raw_request, message.get()); !parsed.ok()) {
+    return FinishNow(context, parsed);
   }
   const inference::ModelInferRequest* request = message.get();
   auto repository = Repository();

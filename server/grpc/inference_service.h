@@ -1,7 +1,5 @@
 // inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig/ModelStatistics) on gRPC's
-// callback API: no thread per request. ModelInfer takes the raw message and parses it itself:
-// gRPC answers a message it cannot parse with UNIMPLEMENTED and no message, where a client
-// needs INVALID_ARGUMENT and the reason. It decodes and validates on the gRPC thread,
+// callback API: no thread per request. ModelInfer decodes and validates on the gRPC thread,
 // hands the request to the model's scheduler (which never blocks), and the scheduler's completion
 // callback writes the response and finishes the call from a scheduler thread.
 //
@@ -30,56 +28,87 @@ struct InferenceServiceOptions {
   std::string bearer_token;
 };
 
-class InferenceService final
-    : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-          inference::GRPCInferenceService::CallbackService> {
+// Every method takes its raw message and parses it itself: gRPC answers a message it cannot
+// parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
+using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
+    inference::GRPCInferenceService::WithRawCallbackMethod_ServerReady<
+        inference::GRPCInferenceService::WithRawCallbackMethod_ModelReady<
+            inference::GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
+                inference::GRPCInferenceService::WithRawCallbackMethod_ModelMetadata<
+                    inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
+                        inference::GRPCInferenceService::WithRawCallbackMethod_ModelStatistics<
+                            inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
+                                inference::GRPCInferenceService::Service>>>>>>>>;
+
+class InferenceService final : public RawInferenceService {
  public:
   InferenceService(ServerLifecycle* lifecycle, std::string version,
                    InferenceServiceOptions options = {})
       : lifecycle_(lifecycle), version_(std::move(version)), options_(std::move(options)) {}
 
+  // Each `request` is the serialized request message of its method; `response` receives the
+  // serialized response.
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
-                                       const inference::ServerLiveRequest* request,
-                                       inference::ServerLiveResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
-                                        const inference::ServerReadyRequest* request,
-                                        inference::ServerReadyResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
-                                       const inference::ModelReadyRequest* request,
-                                       inference::ModelReadyResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
-                                           const inference::ServerMetadataRequest* request,
-                                           inference::ServerMetadataResponse* response) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
-                                          const inference::ModelMetadataRequest* request,
-                                          inference::ModelMetadataResponse* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
-                                        const inference::ModelConfigRequest* request,
-                                        inference::ModelConfigResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
-                                            const inference::ModelStatisticsRequest* request,
-                                            inference::ModelStatisticsResponse* response) override;
-  // `request` is a serialized ModelInferRequest; `response` receives a ModelInferResponse.
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
 
-  // When the last ModelInfer call reached the service (the epoch when none has): shutdown
-  // waits for clients to stop sending before it closes their connections.
-  std::chrono::steady_clock::time_point LastInferArrival() const {
+  // When the last call reached the service (the epoch when none has): shutdown waits for
+  // clients to stop sending before it closes their connections.
+  std::chrono::steady_clock::time_point LastCallArrival() const {
     return std::chrono::steady_clock::time_point(
-        std::chrono::steady_clock::duration(last_infer_arrival_.load()));
+        std::chrono::steady_clock::duration(last_call_arrival_.load()));
   }
 
  private:
   bool Authorized(const grpc::CallbackServerContext& context) const;
+
+  // The methods answered at once: parse, serve, serialize.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                  Status (InferenceService::*serve)(const Request&, Response*));
+  Status ServeServerLive(const inference::ServerLiveRequest& request,
+                         inference::ServerLiveResponse* response);
+  Status ServeServerReady(const inference::ServerReadyRequest& request,
+                          inference::ServerReadyResponse* response);
+  Status ServeModelReady(const inference::ModelReadyRequest& request,
+                         inference::ModelReadyResponse* response);
+  Status ServeServerMetadata(const inference::ServerMetadataRequest& request,
+                             inference::ServerMetadataResponse* response);
+  Status ServeModelMetadata(const inference::ModelMetadataRequest& request,
+                            inference::ModelMetadataResponse* response);
+  Status ServeModelConfig(const inference::ModelConfigRequest& request,
+                          inference::ModelConfigResponse* response);
+  Status ServeModelStatistics(const inference::ModelStatisticsRequest& request,
+                              inference::ModelStatisticsResponse* response);
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
 
   ServerLifecycle* const lifecycle_;
   const std::string version_;
   const InferenceServiceOptions options_;
-  std::atomic<std::chrono::steady_clock::rep> last_infer_arrival_{0};
+  std::atomic<std::chrono::steady_clock::rep> last_call_arrival_{0};
 };
 
 // Maps ltserve's status to gRPC's (same numbering).

@@ -45,6 +45,24 @@ def test_an_unparseable_request_is_invalid_argument_with_a_reason(ltserve_server
     channel.close()
 
 
+@pytest.mark.parametrize("method", ["ModelReady", "ModelMetadata", "ModelConfig",
+                                    "ModelStatistics"])
+def test_every_method_answers_an_unparseable_request_with_invalid_argument(ltserve_server, pb,
+                                                                           method):
+    request = getattr(pb.service, f"{method}Request")(name=MODEL_NAME_PLACEHOLDER)
+    data = request.SerializeToString().replace(MODEL_NAME_PLACEHOLDER.encode(), INVALID_UTF8)
+    channel = grpc.insecure_channel(ltserve_server.grpc_address)
+    call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")
+    details = assert_code(lambda: call(data, timeout=30), grpc.StatusCode.INVALID_ARGUMENT,
+                          f"inference.{method}Request")
+    assert "UTF-8" in details, details
+    for empty in ("ServerLive", "ServerReady", "ServerMetadata"):
+        garbage = channel.unary_unary(f"/inference.GRPCInferenceService/{empty}")
+        assert_code(lambda: garbage(b"\x0a\xff\xff\xff\x0f", timeout=30),
+                    grpc.StatusCode.INVALID_ARGUMENT, f"inference.{empty}Request")
+    channel.close()
+
+
 FLOOD = 200
 # The server logs at most 5 libprotobuf lines per 10 s, plus one line counting those it
 # dropped; the bound leaves room for an interval boundary inside the flood.
