@@ -142,8 +142,10 @@ ltserve::Result<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const 
       flags.grpc_use_ssl_mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
                                 : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  LTSERVE_ASSIGN_OR_RETURN(pair.cert_chain, ReadSmallFile(flags.grpc_server_cert, "--grpc-server-cert"));
-  LTSERVE_ASSIGN_OR_RETURN(pair.private_key, ReadSmallFile(flags.grpc_server_key, "--grpc-server-key"));
+  LTSERVE_ASSIGN_OR_RETURN(pair.cert_chain,
+                           ReadSmallFile(flags.grpc_server_cert, "--grpc-server-cert"));
+  LTSERVE_ASSIGN_OR_RETURN(pair.private_key,
+                           ReadSmallFile(flags.grpc_server_key, "--grpc-server-key"));
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!flags.grpc_root_cert.empty()) {
     LTSERVE_ASSIGN_OR_RETURN(options.pem_root_certs,

@@ -404,7 +404,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   }
   spdlog::debug("ModelInfer '{}' id '{}': batch {}", request->model_name(), request->id(),
                 (*decoded)->request->batch_size);
-  auto* reactor = new InferReactor(model, std::move(message), raw_response, options_.max_response_bytes);
+  auto* reactor =
+      new InferReactor(model, std::move(message), raw_response, options_.max_response_bytes);
   reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
   return reactor;
 }

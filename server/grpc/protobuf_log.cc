@@ -29,8 +29,9 @@ struct Limiter {
     std::lock_guard lock(mutex);
     if (now - interval_start >= kInterval) {
       if (dropped > 0) {
-        spdlog::warn("libprotobuf: {} more line(s) not logged in the last {} s", dropped,
-                     std::chrono::duration_cast<std::chrono::seconds>(now - interval_start).count());
+        const auto seconds =
+            std::chrono::duration_cast<std::chrono::seconds>(now - interval_start).count();
+        spdlog::warn("libprotobuf: {} more line(s) not logged in the last {} s", dropped, seconds);
       }
       interval_start = now;
       logged = 0;
