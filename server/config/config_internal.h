@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "config/parameters.h"
 #include "model/model_spec.h"
 #include "model_config.pb.h"
 
@@ -76,24 +77,6 @@ Status ValidateTensors(const inference::ModelConfig& config, const ConfigErrors&
 Status ValidateDynamicBatching(const inference::ModelConfig& config, const ConfigErrors& errors);
 Status ValidateInstanceGroups(const inference::ModelConfig& config, const ConfigErrors& errors,
                               ModelSpec* spec, std::vector<std::string>* warnings);
-// One `parameters` entry at a time into ModelOptions, with the rules of parameters.cc; Finish
-// resolves what depends on several keys (gelu_epilogue "auto" on the precision).
-struct ParameterOutcome {
-  enum Kind { kApplied, kIgnored, kUnknown, kInvalid } kind;
-  std::string message;  // the warning (kIgnored) or what was expected (kUnknown, kInvalid)
-};
-class ParameterParser {
- public:
-  explicit ParameterParser(std::filesystem::path model_dir) : model_dir_(std::move(model_dir)) {}
-  ParameterOutcome Apply(const std::string& key, const std::string& value);
-  ModelOptions Finish() &&;
-
- private:
-  std::filesystem::path model_dir_;
-  ModelOptions options_;
-  std::string gelu_ = "auto";
-};
-
 // Parses `parameters` into spec->options (model_options.h); algo_cache_file is resolved
 // against `model_dir`.
 Status ValidateParameters(const inference::ModelConfig& config, const ConfigErrors& errors,

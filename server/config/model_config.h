@@ -16,6 +16,7 @@
 
 #include "common/data_type.h"
 #include "common/status.h"
+#include "config/parameters.h"
 #include "model/model_spec.h"
 #include "model_config.pb.h"
 
@@ -28,13 +29,6 @@ Result<inference::ModelConfig> ParseModelConfigFile(const std::filesystem::path&
 // resolves the model file, sums instance_group counts, copies parameters).
 Result<ModelSpec> BuildModelSpec(const inference::ModelConfig& config,
                                  const std::filesystem::path& model_dir);
-
-// `parameters` as config.pbtxt's string values, parsed by exactly the rules a config file's are
-// (for programs and tests that build a ModelSpec in memory); a relative algo_cache_file is
-// resolved against `model_dir`. INVALID_ARGUMENT naming the key and what was expected; Triton
-// PyTorch-backend keys are ignored.
-Result<ModelOptions> ParseModelOptions(const std::map<std::string, std::string>& parameters,
-                                       const std::filesystem::path& model_dir = {});
 
 struct RepositoryEntry {
   std::string name;  // directory name

@@ -2,6 +2,9 @@
 // rule, default and message in one table; Triton's PyTorch-backend keys accepted and ignored so
 // that Triton repositories load unchanged. The string map ends here: nothing outside
 // server/config reads a parameter by name.
+#include <string_view>
+#include <type_traits>
+#include <vector>
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -10,8 +13,7 @@
 #include <functional>
 #include <optional>
 
-#include "config/config_internal.h"
-#include "config/model_config.h"
+#include "config/parameters.h"
 
 namespace ltserve::config::internal {
 namespace {
@@ -173,26 +175,6 @@ ParameterOutcome ParameterParser::Apply(const std::string& key, const std::strin
 ModelOptions ParameterParser::Finish() && {
   options_.gelu = ResolveGelu(gelu_, options_.precision);
   return std::move(options_);
-}
-
-Status ValidateParameters(const inference::ModelConfig& config, const ConfigErrors& errors,
-                          const std::filesystem::path& model_dir, ModelSpec* spec,
-                          std::vector<std::string>* warnings) {
-  ParameterParser parser(model_dir);
-  for (const auto& [key, parameter] : config.parameters()) {
-    ParameterOutcome outcome = parser.Apply(key, parameter.string_value());
-    switch (outcome.kind) {
-      case ParameterOutcome::kApplied: break;
-      case ParameterOutcome::kIgnored: warnings->push_back(std::move(outcome.message)); break;
-      case ParameterOutcome::kUnknown:
-        return errors.Invalid({{"parameters", -1, key}}, outcome.message);
-      case ParameterOutcome::kInvalid:
-        return errors.Invalid({{"parameters", -1, key}, {"value"}, {"string_value"}},
-                              outcome.message);
-    }
-  }
-  spec->options = std::move(parser).Finish();
-  return Status::Ok();
 }
 
 }  // namespace ltserve::config::internal

@@ -64,6 +64,27 @@ Result<ModelSpec> BuildModelSpecWithWarnings(const inference::ModelConfig& confi
   return spec;
 }
 
+// `parameters` through the shared parser (parameters.h), its errors located in the file.
+Status ValidateParameters(const inference::ModelConfig& config, const ConfigErrors& errors,
+                          const std::filesystem::path& model_dir, ModelSpec* spec,
+                          std::vector<std::string>* warnings) {
+  ParameterParser parser(model_dir);
+  for (const auto& [key, parameter] : config.parameters()) {
+    ParameterOutcome outcome = parser.Apply(key, parameter.string_value());
+    switch (outcome.kind) {
+      case ParameterOutcome::kApplied: break;
+      case ParameterOutcome::kIgnored: warnings->push_back(std::move(outcome.message)); break;
+      case ParameterOutcome::kUnknown:
+        return errors.Invalid({{"parameters", -1, key}}, outcome.message);
+      case ParameterOutcome::kInvalid:
+        return errors.Invalid({{"parameters", -1, key}, {"value"}, {"string_value"}},
+                              outcome.message);
+    }
+  }
+  spec->options = std::move(parser).Finish();
+  return Status::Ok();
+}
+
 }  // namespace internal
 
 Result<ModelSpec> BuildModelSpec(const inference::ModelConfig& config,

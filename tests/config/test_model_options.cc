@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "config/model_config.h"
+#include "config/parameters.h"
 
 namespace ltserve::config {
 namespace {

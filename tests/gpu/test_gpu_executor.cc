@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "common/float16.h"
-#include "config/model_config.h"
+#include "config/parameters.h"
 #include "gpu/gpu_executor.h"
 #include "reference.h"
 #include "test_support.h"

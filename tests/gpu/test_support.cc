@@ -1,6 +1,6 @@
 #include "test_support.h"
 
-#include "config/model_config.h"
+#include "config/parameters.h"
 
 #include <cmath>
 #include <cstdio>
