@@ -362,8 +362,9 @@ TEST(GpuExecutor, RejectsBadParametersAndUnsupportedModels) {
            {"precision", "int8"}, {"gelu_epilogue", "fast"}, {"cuda_graphs", "yes"},
            {"cublaslt_workspace_bytes", "-1"}, {"algo_candidates", "many"},
            {"fuse_epilogues", "no"}, {"small_batch_kernel", "sometimes"}}) {
-    EXPECT_EQ(config::ParseModelOptions({{"precision", "bf16"}, {name, value}}).status().code(),
-              StatusCode::kInvalidArgument)
+    std::map<std::string, std::string> parameters{{"precision", "bf16"}};
+    parameters[name] = value;
+    EXPECT_EQ(config::ParseModelOptions(parameters).status().code(), StatusCode::kInvalidArgument)
         << name;
   }
   ModelSpec int_io = Spec(*plan, "bf16", DataType::kInt32);
