@@ -20,4 +20,10 @@ fi
 # import both, so the Triton-client suite runs in its own.
 .venv/bin/python -m pytest tests/python -ra -q --ignore=tests/python/test_triton_clients.py || status=1
 .venv/bin/python -m pytest tests/python/test_triton_clients.py -ra -q || status=1
+# The container images, built and checked for real (podman, or docker where its daemon runs).
+if [[ ${LTSERVE_CONTAINER_TEST:-1} == 0 ]]; then
+  echo "SKIP: container images not built or checked (LTSERVE_CONTAINER_TEST=0)"
+else
+  ./scripts/container-test.sh || status=1
+fi
 exit $status
