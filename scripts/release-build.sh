@@ -45,7 +45,9 @@ TORCH_PREFIX=$SITE/torch/share/cmake
 CUDA_ARGS=()
 CUDA_WHEELS=$SITE/nvidia/cu13
 if ! command -v nvcc >/dev/null && [[ -x $CUDA_WHEELS/bin/nvcc ]]; then
-  CUDA_ARGS=(-DCMAKE_CUDA_COMPILER="$CUDA_WHEELS/bin/nvcc" -DCUDAToolkit_ROOT="$CUDA_WHEELS")
+  # CUDAToolkit_ROOT for ltserve's FindCUDAToolkit, CUDA_TOOLKIT_ROOT_DIR for torch's FindCUDA.
+  CUDA_ARGS=(-DCMAKE_CUDA_COMPILER="$CUDA_WHEELS/bin/nvcc" -DCUDAToolkit_ROOT="$CUDA_WHEELS"
+             -DCUDA_TOOLKIT_ROOT_DIR="$CUDA_WHEELS")
 fi
 cmake -S . -B "$BUILD_DIR" \
   -DCMAKE_BUILD_TYPE=Release -DLTSERVE_BUILD_TESTS=OFF -DLTSERVE_BUILD_BENCH=OFF \
