@@ -18,7 +18,8 @@
 # Environment: ENGINE (docker|podman), IMAGE_NAME (default localhost/ltserve; tags VERSION-cpu,
 #   VERSION-gpu), CONTAINER_BASE (local|pull; default local, made with debootstrap when absent),
 #   PYTHON (host-side client with torch and tritonclient; default .venv/bin/python), GRACE_S
-#   (default 40: the Deployment's exit timeout plus margin).
+#   (default 40: the Deployment's exit timeout plus margin), BUILD_TIMEOUT_S (default 2400 per
+#   image: a stalled download fails the run instead of holding it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,7 @@ VERSION=$(sed -n 's/^project(ltserve VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 PYTHON=${PYTHON:-.venv/bin/python}
 GRACE_S=${GRACE_S:-40}
 READY_TIMEOUT_S=${READY_TIMEOUT_S:-120}
+BUILD_TIMEOUT_S=${BUILD_TIMEOUT_S:-2400}
 BASE_IMAGE=docker.io/library/debian:12-slim
 FLAVOURS=("$@")
 ((${#FLAVOURS[@]})) || FLAVOURS=(cpu gpu)
@@ -191,11 +193,11 @@ build_image() {
   local flavour=$1 tag=$IMAGE_NAME:$VERSION-$1 old started=$SECONDS
   old=$(engine image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
   say "building $tag (deploy/docker/Dockerfile.$flavour); log: the lines below on failure"
-  if ! engine build "${BUILD_ARGS[@]}" "${SECRET[@]}" -f "deploy/docker/Dockerfile.$flavour" -t "$tag" \
+  if ! timeout "$BUILD_TIMEOUT_S" "$ENGINE" "${ENGINE_ARGS[@]}" build "${BUILD_ARGS[@]}" "${SECRET[@]}" -f "deploy/docker/Dockerfile.$flavour" -t "$tag" \
       --build-arg "VERSION=$VERSION" --build-arg "REVISION=$REVISION" --build-arg "CREATED=$CREATED" \
       . > "$WORK/build-$flavour.log" 2>&1; then
     tail -n 40 "$WORK/build-$flavour.log" >&2
-    die "building $tag failed (last lines above)"
+    die "building $tag failed or took over $BUILD_TIMEOUT_S s (last lines above)"
   fi
   BUILD_S[$flavour]=$((SECONDS - started))
   local id
@@ -297,9 +299,16 @@ for flavour in "${FLAVOURS[@]}"; do
   check_image "$flavour"
 done
 
+# This project's build-cache layers that no build has made for three days, so that the disk
+# does not fill up over runs.
+engine image prune -f --filter until=72h --filter "label=org.opencontainers.image.title=ltserve build stage" \
+  >/dev/null 2>&1 || true
+
 say "summary (engine $ENGINE):"
 printf 'container-test:   %-28s %10s %9s %9s %9s\n' image "size MB" "build s" "ready s" "stop s"
 for flavour in "${FLAVOURS[@]}"; do
   printf 'container-test:   %-28s %10d %9d %9s %9s\n' "$IMAGE_NAME:$VERSION-$flavour" \
     $((SIZE[$flavour] / 1000000)) "${BUILD_S[$flavour]}" "${READY_S[$flavour]}" "${STOP_S[$flavour]}"
 done
+# Any failure above has already ended the run (non-zero); this counts the images checked.
+echo "container-test: ${#FLAVOURS[@]} passed, 0 failed"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (idempotently), builds, and runs every test: the GoogleTest suites through ctest, then
-# the Python end-to-end and compatibility suites against the real server. GPU tests skip, saying
-# why, on a machine without a GPU.
+# the Python end-to-end and compatibility suites against the real server, then the container
+# images (scripts/container-test.sh: built, run and checked). GPU tests skip, saying why, on a
+# machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
