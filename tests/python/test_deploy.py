@@ -291,6 +291,21 @@ def test_overlays_run_the_images_that_container_test_builds():
         assert server_container(rendered(flavour))["image"] == image, flavour
 
 
+def test_probes_ask_what_container_test_checks_in_the_images():
+    """Every gRPC health service a probe asks for is one that container-test.sh finds SERVING in
+    both images, on a port the images expose."""
+    import ast
+    tree = ast.parse((ROOT / "scripts" / "container-check.py").read_text())
+    checked = next(ast.literal_eval(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                   and any(getattr(t, "id", None) == "PROBED_SERVICES" for t in node.targets))
+    for flavour in ("cpu", "gpu"):
+        container = server_container(rendered(flavour))
+        grpc_port = {p["name"]: p["containerPort"] for p in container["ports"]}["grpc"]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"]["port"] == grpc_port, (flavour, probe)
+            assert container[probe]["grpc"].get("service", "") in checked, (flavour, probe)
+
+
 def test_deployment_guide_names_only_existing_files():
     guide = (ROOT / "docs" / "deployment.md").read_text()
     paths = set(re.findall(r"\b((?:deploy|scripts|models|docs)/[\w./-]*\w)", guide))
