@@ -249,6 +249,9 @@ def test_dockerfile_builds_with_the_project_scripts(dockerfile):
     assert needed <= copied, needed - copied
     for path in copied:
         assert (ROOT / path).exists(), path
+    # The build context admits exactly what is copied (an allowlist after "*").
+    ignore = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
+    assert ignore[0] == "*" and copied <= {line[1:] for line in ignore[1:] if line.startswith("!")}, ignore
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
