@@ -2,9 +2,39 @@
 # Brings a Debian 12 machine to a working ltserve build: Debian packages by name and a project
 # virtualenv (.venv) with the pinned PyPI packages. Idempotent; a second run takes seconds.
 # Nothing is downloaded from anywhere but Debian's archive and PyPI.
+#
+# Usage: scripts/setup.sh             development and tests (scripts/requirements.txt)
+#        scripts/setup.sh --release   only what scripts/release-build.sh needs for a CPU build
+#                                     (scripts/requirements-release.txt: libtorch without the
+#                                     CUDA wheels it does not link)
+#        scripts/setup.sh --release --cuda
+#                                     and the CUDA 13 toolchain from PyPI wheels for the GPU
+#                                     executor (scripts/requirements-cuda.txt), no toolkit needed
+# The container images run the --release forms; the release profiles install every package
+# pinned, with --no-deps, so that the lists are exactly what goes into an image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PROFILE=dev
+CUDA_WHEELS=0
+for arg in "$@"; do
+  case $arg in
+    --release) PROFILE=release ;;
+    --cuda) CUDA_WHEELS=1 ;;
+    *) echo "setup: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+if ((CUDA_WHEELS)) && [[ $PROFILE != release ]]; then
+  echo "setup: --cuda goes with --release" >&2
+  exit 2
+fi
+
+RELEASE_PACKAGES=(
+  build-essential cmake pkg-config
+  python3 python3-venv
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev prometheus-cpp-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev
+)
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config git
   python3 python3-venv python3-dev
@@ -21,6 +51,8 @@ DEBIAN_PACKAGES=(
   libb64-0d                 # perf_analyzer (shipped in the tritonclient wheel) links libb64
 )
 
+[[ $PROFILE == release ]] && DEBIAN_PACKAGES=("${RELEASE_PACKAGES[@]}")
+
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
   [[ "$pkg" == \#* ]] && continue
@@ -35,17 +67,43 @@ if ((${#missing[@]})); then
 fi
 
 VENV=.venv
-REQ=scripts/requirements.txt
+REQS=(scripts/requirements.txt)
+PIP_ARGS=()
+if [[ $PROFILE == release ]]; then
+  REQS=(scripts/requirements-release.txt)
+  ((CUDA_WHEELS)) && REQS+=(scripts/requirements-cuda.txt)
+  PIP_ARGS=(--no-deps)
+fi
 STAMP=$VENV/.requirements.sha256
-want=$(sha256sum "$REQ" | cut -d' ' -f1)
+want=$(cat "${REQS[@]}" | sha256sum | cut -d' ' -f1)
 if [[ ! -x $VENV/bin/python ]]; then
   echo "setup: creating $VENV"
   python3 -m venv "$VENV"
 fi
+# A container build hands pip the CA bundle that the host's pip trusts (a TLS-intercepting
+# proxy) as the build secret pip-ca: used for this install, never stored in an image layer.
+if [[ -z ${PIP_CERT:-} && -r /run/secrets/pip-ca ]]; then
+  export PIP_CERT=/run/secrets/pip-ca
+fi
 if [[ ! -f $STAMP || "$(cat "$STAMP")" != "$want" ]]; then
-  echo "setup: installing PyPI packages from $REQ (torch is large: first run takes minutes)"
+  echo "setup: installing PyPI packages from ${REQS[*]} (torch is large: first run takes minutes)"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -r "$REQ"
+  "$VENV/bin/python" -m pip install -q "${PIP_ARGS[@]}" "${REQS[@]/#/-r}"
   echo "$want" > "$STAMP"
+fi
+if ((CUDA_WHEELS)); then
+  # The wheels lay the toolkit out as nvidia/cu13/{bin,include,lib,nvvm}. nvcc.profile looks
+  # under targets/x86_64-linux/, and CMake's FindCUDAToolkit for the unversioned libraries
+  # that only a toolkit's -dev packages have: add both as links.
+  CU=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13
+  [[ -x $CU/bin/nvcc ]] || { echo "setup: no nvcc in $CU after installing the CUDA wheels" >&2; exit 1; }
+  mkdir -p "$CU/targets/x86_64-linux"
+  ln -sfn ../../include "$CU/targets/x86_64-linux/include"
+  ln -sfn ../../lib "$CU/targets/x86_64-linux/lib"
+  ln -sfn ../../lib "$CU/targets/x86_64-linux/lib64"
+  ln -sfn lib "$CU/lib64"
+  for lib in cudart cublas cublasLt; do
+    ln -sfn "lib$lib.so.13" "$CU/lib/lib$lib.so"
+  done
 fi
 echo "setup: ready (Debian packages present, $VENV up to date)"

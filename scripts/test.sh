@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (idempotently), builds, and runs every test: the GoogleTest suites through ctest, then
-# the Python end-to-end and compatibility suites against the real server. GPU tests skip, saying
-# why, on a machine without a GPU.
+# the Python end-to-end and compatibility suites against the real server, then the container
+# images (scripts/container-test.sh: built, run and checked). GPU tests skip, saying why, on a
+# machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -20,4 +21,10 @@ fi
 # import both, so the Triton-client suite runs in its own.
 .venv/bin/python -m pytest tests/python -ra -q --ignore=tests/python/test_triton_clients.py || status=1
 .venv/bin/python -m pytest tests/python/test_triton_clients.py -ra -q || status=1
+# The container images, built and checked for real (podman, or docker where its daemon runs).
+if [[ ${LTSERVE_CONTAINER_TEST:-1} == 0 ]]; then
+  echo "SKIP: container images not built or checked (LTSERVE_CONTAINER_TEST=0)"
+else
+  ./scripts/container-test.sh || status=1
+fi
 exit $status

@@ -230,17 +230,28 @@ def copied_paths(text: str) -> set[str]:
 def test_dockerfile_builds_with_the_project_scripts(dockerfile):
     text = dockerfile.read_text()
     assert len(re.findall(r"^FROM ", text, re.M)) == 2, "builder and runtime stages"
-    assert re.search(r"^RUN scripts/setup.sh$", text, re.M)
+    # Both stages on debian:12-slim by name: the base that container-test.sh can make itself.
+    assert re.findall(r"^FROM (\S+)", text, re.M) == ["debian:12-slim", "debian:12-slim"]
+    # pip's CA bundle reaches the builder as a build secret, never as a file in a layer.
+    setup = re.search(r"^RUN --mount=type=secret,id=pip-ca scripts/setup.sh --release$", text, re.M)
+    assert setup
+    assert "pip-ca" not in text.split("AS runtime", 1)[1]
     assert re.search(r"^RUN scripts/release-build.sh /opt/ltserve", text, re.M)
+    # Docker fetches the frontend that a syntax directive names from a registry.
+    assert not re.search(r"^#\s*syntax\s*=", text, re.M | re.I)
     copied = copied_paths(text)
     # Everything the top-level CMakeLists adds when tests and benchmarks are off.
     cmake = (ROOT / "CMakeLists.txt").read_text()
     unconditional = re.sub(r"if\(LTSERVE_BUILD_(TESTS|BENCH)\)(.|\n)*?endif\(\)", "", cmake)
     needed = set(re.findall(r"add_subdirectory\((\w+)\)", unconditional)) | {"CMakeLists.txt"}
-    needed |= {f"scripts/{s}" for s in ("setup.sh", "requirements.txt", "release-build.sh")}
+    needed |= {f"scripts/{s}" for s in ("setup.sh", "requirements-release.txt", "requirements-cuda.txt",
+                                        "release-build.sh", "cuda-stubs.c")}
     assert needed <= copied, needed - copied
     for path in copied:
         assert (ROOT / path).exists(), path
+    # The build context admits exactly what is copied (an allowlist after "*").
+    ignore = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
+    assert ignore[0] == "*" and copied <= {line[1:] for line in ignore[1:] if line.startswith("!")}, ignore
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
@@ -258,6 +269,44 @@ def test_dockerfile_runtime_matches_the_deployment(dockerfile):
     assert cmd[cmd.index("--http-port") + 1] == str(ports["http"])
     volume = json.loads(re.search(r"^VOLUME (.+)$", runtime, re.M).group(1))
     assert volume == [cmd[cmd.index("--model-repository") + 1]]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_dockerfile_labels_follow_oci(dockerfile):
+    runtime = dockerfile.read_text().split("AS runtime", 1)[1]
+    label = re.search(r"^LABEL ((?:.*\\\n)*.*)$", runtime, re.M)
+    assert label, "the runtime stage has no LABEL"
+    keys = set(re.findall(r"([\w.-]+)=", label.group(1)))
+    assert keys and all(k.startswith("org.opencontainers.image.") for k in keys), keys
+    assert {f"org.opencontainers.image.{k}" for k in ("title", "version", "revision", "created")} <= keys
+
+
+def built_image_names() -> dict[str, str]:
+    """The image names scripts/container-test.sh builds, by flavour."""
+    script = (ROOT / "scripts" / "container-test.sh").read_text()
+    name = re.search(r"^IMAGE_NAME=\$\{IMAGE_NAME:-(\S+)\}$", script, re.M).group(1)
+    version = re.search(r"project\(ltserve VERSION (\S+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
+    return {flavour: f"{name}:{version}-{flavour}" for flavour in ("cpu", "gpu")}
+
+
+def test_overlays_run_the_images_that_container_test_builds():
+    for flavour, image in built_image_names().items():
+        assert server_container(rendered(flavour))["image"] == image, flavour
+
+
+def test_probes_ask_what_container_test_checks_in_the_images():
+    """Every gRPC health service a probe asks for is one that container-test.sh finds SERVING in
+    both images, on a port the images expose."""
+    import ast
+    tree = ast.parse((ROOT / "scripts" / "container-check.py").read_text())
+    checked = next(ast.literal_eval(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                   and any(getattr(t, "id", None) == "PROBED_SERVICES" for t in node.targets))
+    for flavour in ("cpu", "gpu"):
+        container = server_container(rendered(flavour))
+        grpc_port = {p["name"]: p["containerPort"] for p in container["ports"]}["grpc"]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"]["port"] == grpc_port, (flavour, probe)
+            assert container[probe]["grpc"].get("service", "") in checked, (flavour, probe)
 
 
 def test_deployment_guide_names_only_existing_files():
