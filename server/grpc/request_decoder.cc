@@ -1,6 +1,7 @@
 #include "grpc/request_decoder.h"
 
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 namespace ltserve {
@@ -86,15 +87,31 @@ Status ConvertTypedContents(const inference::InferTensorContents& contents, Data
   return Status::Ok();
 }
 
+// Triton's clients send integer parameters either way: tritonclient's infer(priority=...) as
+// uint64_param, hand-written or older clients as int64_param. Both are read; anything else, or a
+// value outside [0, max], names the parameter.
 Status ReadUnsignedParameter(const google::protobuf::Map<std::string, inference::InferParameter>& params,
-                             const std::string& key, std::uint64_t* out) {
+                             const std::string& key, std::uint64_t max, std::uint64_t* out) {
   auto it = params.find(key);
   if (it == params.end()) return Status::Ok();
-  if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param ||
-      it->second.int64_param() < 0) {
-    return InvalidArgument("parameter '" + key + "' must be a non-negative int64_param");
+  const std::string expected = "parameter '" + key + "' must be an int64_param or uint64_param";
+  std::uint64_t value = 0;
+  switch (it->second.parameter_choice_case()) {
+    case inference::InferParameter::kInt64Param:
+      if (it->second.int64_param() < 0) {
+        return InvalidArgument(expected + " in [0, " + std::to_string(max) + "], got " +
+                               std::to_string(it->second.int64_param()));
+      }
+      value = static_cast<std::uint64_t>(it->second.int64_param());
+      break;
+    case inference::InferParameter::kUint64Param: value = it->second.uint64_param(); break;
+    default: return InvalidArgument(expected);
   }
-  *out = static_cast<std::uint64_t>(it->second.int64_param());
+  if (value > max) {
+    return InvalidArgument(expected + " in [0, " + std::to_string(max) + "], got " +
+                           std::to_string(value));
+  }
+  *out = value;
   return Status::Ok();
 }
 
@@ -216,8 +233,11 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
   }
 
   std::uint64_t priority = 0;
-  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "priority", &priority));
-  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "timeout", &request->timeout_us));
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "priority",
+                                                std::numeric_limits<std::uint32_t>::max(), &priority));
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "timeout",
+                                                std::numeric_limits<std::int64_t>::max(),
+                                                &request->timeout_us));
   request->priority = static_cast<std::uint32_t>(priority);
   decoded->request = std::move(request);
   return decoded;

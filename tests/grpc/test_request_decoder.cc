@@ -238,10 +238,35 @@ TEST(RequestDecoder, AnOutputRequestedTwiceIsRefused) {
 TEST(RequestDecoder, BadParameterTypes) {
   auto request = ValidRequest(1, 1);
   (*request.mutable_parameters())["priority"].set_string_param("high");
-  ExpectInvalid(request, "'priority' must be a non-negative int64_param");
+  ExpectInvalid(request, "'priority' must be an int64_param or uint64_param");
   request.mutable_parameters()->erase("priority");
   (*request.mutable_parameters())["timeout"].set_int64_param(-1);
   ExpectInvalid(request, "'timeout'");
+}
+
+// tritonclient's infer(priority=...) sends uint64_param; int64_param is read as before.
+TEST(RequestDecoder, PriorityAndTimeoutAsUint64Parameters) {
+  auto request = ValidRequest(1, 1);
+  (*request.mutable_parameters())["priority"].set_uint64_param(3);
+  (*request.mutable_parameters())["timeout"].set_uint64_param(2500);
+  auto decoded = DecodeInferRequest(request, TwoInputSpec());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ((*decoded)->request->priority, 3u);
+  EXPECT_EQ((*decoded)->request->timeout_us, 2500u);
+}
+
+TEST(RequestDecoder, OutOfRangePriorityAndTimeoutNameTheParameter) {
+  auto request = ValidRequest(1, 1);
+  // Once truncated to 32 bits silently; now refused.
+  (*request.mutable_parameters())["priority"].set_uint64_param(std::uint64_t{1} << 32);
+  ExpectInvalid(request, "parameter 'priority' must be an int64_param or uint64_param in [0, 4294967295], got 4294967296");
+  (*request.mutable_parameters())["priority"].set_int64_param(-2);
+  ExpectInvalid(request, "parameter 'priority' must be an int64_param or uint64_param in [0, 4294967295], got -2");
+  request.mutable_parameters()->erase("priority");
+  (*request.mutable_parameters())["timeout"].set_uint64_param(~std::uint64_t{0});
+  ExpectInvalid(request, "parameter 'timeout' must be an int64_param or uint64_param in [0, 9223372036854775807]");
+  (*request.mutable_parameters())["timeout"].set_double_param(1.5);
+  ExpectInvalid(request, "parameter 'timeout' must be an int64_param or uint64_param");
 }
 
 TEST(RequestDecoder, ModelWithoutBatchDimensionTakesTheExactShape) {

@@ -272,3 +272,29 @@ def test_readme_perf_analyzer_command_runs_in_a_fresh_shell(ltserve_server):
     output = run.stdout + run.stderr
     assert run.returncode == 0, output
     assert "Concurrency: 4, throughput:" in output, output
+
+
+# --- the rest of Triton's protocol ------------------------------------------------------------
+
+def expect_invalid_argument(call, *fragments):
+    with pytest.raises(grpcclient.InferenceServerException) as error:
+        call()
+    assert "INVALID_ARGUMENT" in str(error.value.status()), error.value
+    for fragment in fragments:
+        assert fragment in error.value.message(), error.value.message()
+
+
+def test_priority_and_timeout_as_tritonclient_sends_them(triton, ltserve_server):
+    # tritonclient sends priority as uint64_param and timeout as int64_param.
+    data = fresh_inputs(2)
+    result = triton.infer(MODEL, [make_input(data)], priority=1, timeout=10_000_000,
+                          client_timeout=CALL_TIMEOUT_S)
+    np.testing.assert_allclose(result.as_numpy(OUTPUT), reference(ltserve_server.repo, data),
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_priority_out_of_range_names_the_parameter(triton):
+    expect_invalid_argument(
+        lambda: triton.infer(MODEL, [make_input(fresh_inputs(1))], priority=2**32,
+                             client_timeout=CALL_TIMEOUT_S),
+        "parameter 'priority'", "[0, 4294967295]")
