@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "config/model_config.h"
+#include "grpc/classification.h"
 #include "grpc/protobuf_log.h"
 #include "grpc/request_decoder.h"
 
@@ -76,6 +78,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
              std::chrono::steady_clock::time_point deadline,
              std::chrono::steady_clock::time_point arrival) {
     requested_outputs_ = std::move(decoded->requested_outputs);
+    class_counts_ = std::move(decoded->class_counts);
     std::unique_ptr<InferenceRequest> request = std::move(decoded->request);
     request->arrival = arrival;
     request->deadline = deadline;
@@ -123,9 +126,26 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       Finish(ToGrpcStatus(status));
       return;
     }
+    const ModelSpec& spec = model_->spec();
+    // Outputs asked for with `classification` are answered by their top k instead.
+    std::vector<std::optional<Classification>> classified(requested_outputs_.size());
     std::size_t output_bytes = 0;
-    for (int index : requested_outputs_) {
-      output_bytes += outputs[static_cast<std::size_t>(index)].bytes.size();
+    for (std::size_t r = 0; r < requested_outputs_.size(); ++r) {
+      const auto index = static_cast<std::size_t>(requested_outputs_[r]);
+      const OutputSlice& slice = outputs[index];
+      if (class_counts_[r] == 0) {
+        output_bytes += slice.bytes.size();
+        continue;
+      }
+      Result<Classification> top =
+          Classify(slice.bytes, spec.outputs[index].dtype, slice.shape, spec.max_batch_size > 0,
+                   class_counts_[r], spec.outputs[index].name, model_->output_labels(index));
+      if (!top.ok()) {
+        Finish(ToGrpcStatus(top.status()));
+        return;
+      }
+      output_bytes += top->bytes.size();
+      classified[r] = std::move(top).value();
     }
     if (output_bytes > max_response_bytes_) {
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -135,15 +155,21 @@ class InferReactor final : public grpc::ServerUnaryReactor {
                               " (--grpc-max-send-bytes); send a smaller batch"));
       return;
     }
-    const ModelSpec& spec = model_->spec();
     inference::ModelInferResponse response;
     response.set_model_name(spec.name);
     response.set_model_version(model_->version_string());
     response.set_id(request_->id());
-    for (int index : requested_outputs_) {
-      const OutputSlice& slice = outputs[static_cast<std::size_t>(index)];
+    for (std::size_t r = 0; r < requested_outputs_.size(); ++r) {
+      const auto index = static_cast<std::size_t>(requested_outputs_[r]);
+      const OutputSlice& slice = outputs[index];
       auto* tensor = response.add_outputs();
       tensor->set_name(spec.outputs[index].name);
+      if (classified[r].has_value()) {
+        tensor->set_datatype("BYTES");
+        for (std::int64_t dim : classified[r]->shape) tensor->add_shape(dim);
+        response.add_raw_output_contents(std::move(classified[r]->bytes));
+        continue;
+      }
       tensor->set_datatype(std::string(WireName(spec.outputs[index].dtype)));
       for (std::int64_t dim : slice.shape) tensor->add_shape(dim);
       // From the executor's buffer into the response; serializing copies once more, as gRPC's
@@ -161,6 +187,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const response_bytes_;
   const std::size_t max_response_bytes_;
   std::vector<int> requested_outputs_;
+  std::vector<std::uint32_t> class_counts_;  // parallel to requested_outputs_; 0: the tensor
   std::atomic<std::uint64_t> request_id_{0};
   std::atomic<bool> cancelled_{false};
   std::mutex start_mutex_;
@@ -325,6 +352,7 @@ Status InferenceService::ServeServerMetadata(const inference::ServerMetadataRequ
   response->add_extensions("model_configuration");
   response->add_extensions("statistics");
   response->add_extensions("schedule_policy");
+  response->add_extensions("classification");
   return Status::Ok();
 }
 

@@ -115,6 +115,36 @@ Status ReadUnsignedParameter(const google::protobuf::Map<std::string, inference:
   return Status::Ok();
 }
 
+bool IsNumeric(DataType dtype) { return dtype != DataType::kBool && dtype != DataType::kInvalid; }
+
+// The output parameter `classification` (tritonclient's class_count): k > 0 asks for the top k
+// classes instead of the tensor. Checked against the config here; a variable class dimension is
+// checked again once the output's shape is known.
+Status ReadClassCount(const inference::ModelInferRequest::InferRequestedOutputTensor& requested,
+                      const TensorSpec& output, std::uint32_t* class_count) {
+  std::uint64_t k = 0;
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(requested.parameters(), "classification",
+                                                std::numeric_limits<std::uint32_t>::max(), &k));
+  if (requested.parameters().count("classification") != 0 && k == 0) {
+    return InvalidArgument("parameter 'classification' of output '" + output.name +
+                           "' must be at least 1 (the number of top classes to return)");
+  }
+  if (k == 0) return Status::Ok();
+  if (!IsNumeric(output.dtype)) {
+    return InvalidArgument("output '" + output.name + "' is " + std::string(WireName(output.dtype)) +
+                           "; classification needs a numeric output");
+  }
+  std::int64_t classes = 1;
+  for (std::int64_t dim : output.dims) classes = dim < 0 ? -1 : classes * dim;
+  if (classes > 0 && k > static_cast<std::uint64_t>(classes)) {
+    return InvalidArgument("output '" + output.name + "' has " + std::to_string(classes) +
+                           " classes (dims " + ShapeToString(output.dims) +
+                           "); classification asks for " + std::to_string(k));
+  }
+  *class_count = static_cast<std::uint32_t>(k);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
@@ -208,6 +238,7 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
     for (std::size_t i = 0; i < spec.outputs.size(); ++i) {
       decoded->requested_outputs.push_back(static_cast<int>(i));
     }
+    decoded->class_counts.assign(spec.outputs.size(), 0);
   }
   for (const auto& requested : message.outputs()) {
     int index = -1;
@@ -229,7 +260,10 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
                                "' is requested twice; name each output at most once");
       }
     }
+    std::uint32_t class_count = 0;
+    LTSERVE_RETURN_IF_ERROR(ReadClassCount(requested, spec.outputs[index], &class_count));
     decoded->requested_outputs.push_back(index);
+    decoded->class_counts.push_back(class_count);
   }
 
   std::uint64_t priority = 0;

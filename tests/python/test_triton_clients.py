@@ -274,7 +274,44 @@ def test_readme_perf_analyzer_command_runs_in_a_fresh_shell(ltserve_server):
     assert "Concurrency: 4, throughput:" in output, output
 
 
-# --- the rest of Triton's protocol ------------------------------------------------------------
+# --- the rest of Triton's protocol: priority, classification, repository index, log settings ---
+
+LABELLED = "labelled_mlp"
+LABELS = [f"class_{i}" for i in range(OUT_FEATURES)]
+
+
+@pytest.fixture(scope="module")
+def protocol_server(model_repo, tmp_path_factory):
+    """A server of its own: its repository holds broken models on purpose, and the log-settings
+    tests change its log level, which the session's server must keep."""
+    repo = tmp_path_factory.mktemp("protocol-repo")
+    shutil.copytree(model_repo / MODEL, repo / MODEL)
+    shutil.copytree(model_repo / MODEL, repo / LABELLED)
+    config = (repo / LABELLED / "config.pbtxt").read_text()
+    config = config.replace(f'name: "{MODEL}"', f'name: "{LABELLED}"')
+    labelled = config.replace(f'name: "{OUTPUT}"', f'name: "{OUTPUT}" label_filename: "labels.txt"')
+    assert labelled != config, config
+    (repo / LABELLED / "config.pbtxt").write_text(labelled)
+    (repo / LABELLED / "labels.txt").write_text("\n".join(LABELS) + "\n")
+    # A label file that is not there: the model is UNAVAILABLE, saying so.
+    shutil.copytree(repo / LABELLED, repo / "missing_labels")
+    (repo / "missing_labels" / "labels.txt").unlink()
+    (repo / "missing_labels" / "config.pbtxt").write_text(
+        labelled.replace(f'name: "{LABELLED}"', 'name: "missing_labels"'))
+    (repo / "broken").mkdir()
+    (repo / "broken" / "config.pbtxt").write_text("this is not a model configuration\n")
+    from ltserve_testing import start_server
+    server = start_server(repo)
+    yield server
+    server.terminate()
+
+
+@pytest.fixture()
+def protocol_triton(protocol_server):
+    client = grpcclient.InferenceServerClient(url=protocol_server.grpc_address)
+    yield client
+    client.close()
+
 
 def expect_invalid_argument(call, *fragments):
     with pytest.raises(grpcclient.InferenceServerException) as error:
@@ -298,3 +335,65 @@ def test_priority_out_of_range_names_the_parameter(triton):
         lambda: triton.infer(MODEL, [make_input(fresh_inputs(1))], priority=2**32,
                              client_timeout=CALL_TIMEOUT_S),
         "parameter 'priority'", "[0, 4294967295]")
+
+
+def test_classification_returns_value_colon_index(triton, ltserve_server):
+    data = fresh_inputs(3)
+    result = triton.infer(MODEL, [make_input(data)],
+                          outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=4)],
+                          client_timeout=CALL_TIMEOUT_S)
+    classes = result.as_numpy(OUTPUT)
+    assert classes.shape == (3, 4)
+    assert result.get_output(OUTPUT).datatype == "BYTES"
+    expected = reference(ltserve_server.repo, data)
+    for b, row in enumerate(classes):
+        entries = [entry.decode().split(":") for entry in row]
+        assert all(len(entry) == 2 for entry in entries), row
+        indexes = [int(index) for _, index in entries]
+        # Near-equal scores may swap between fp32 and the float64 reference; the values must
+        # still be the scores of the classes named, in descending order, and the top ones.
+        values = np.array([float(value) for value, _ in entries])
+        np.testing.assert_allclose(values, expected[b][indexes], rtol=RTOL, atol=1e-5)
+        assert list(values) == sorted(values, reverse=True)
+        np.testing.assert_allclose(np.sort(expected[b])[::-1][:4], values, rtol=RTOL, atol=1e-5)
+
+
+def test_classification_with_labels(protocol_triton, protocol_server):
+    data = fresh_inputs(2)
+    result = protocol_triton.infer(LABELLED, [make_input(data)],
+                                   outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=2)],
+                                   client_timeout=CALL_TIMEOUT_S)
+    classes = result.as_numpy(OUTPUT)
+    assert classes.shape == (2, 2)
+    for row in classes:
+        for entry in row:
+            value, index, label = entry.decode().split(":")
+            assert label == LABELS[int(index)]
+            float(value)
+
+
+def test_classification_of_every_class(triton):
+    # k may be the whole class dimension; the response's other fields stay as without it.
+    result = triton.infer(MODEL, [make_input(fresh_inputs(1))],
+                          outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=OUT_FEATURES)],
+                          client_timeout=CALL_TIMEOUT_S)
+    response = result.get_response()
+    assert response.model_name == MODEL
+    assert [o.name for o in response.outputs] == [OUTPUT]
+    assert list(response.outputs[0].shape) == [1, OUT_FEATURES]
+
+
+def test_classification_larger_than_the_class_dimension_is_invalid(triton):
+    expect_invalid_argument(
+        lambda: triton.infer(MODEL, [make_input(fresh_inputs(1))],
+                             outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=OUT_FEATURES + 1)],
+                             client_timeout=CALL_TIMEOUT_S),
+        f"output '{OUTPUT}' has {OUT_FEATURES} classes", f"asks for {OUT_FEATURES + 1}")
+
+
+def test_classification_count_must_be_positive(triton):
+    expect_invalid_argument(
+        lambda: triton.infer(MODEL, [make_input(fresh_inputs(1))],
+                             outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=-3)],
+                             client_timeout=CALL_TIMEOUT_S),
+        "parameter 'classification'")
