@@ -404,6 +404,32 @@ Status InferenceService::ServeModelStatistics(const inference::ModelStatisticsRe
   return Status::Ok();
 }
 
+grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeRepositoryIndex);
+}
+
+Status InferenceService::ServeRepositoryIndex(const inference::RepositoryIndexRequest& request,
+                                              inference::RepositoryIndexResponse* response) {
+  if (!request.repository_name().empty()) {
+    return InvalidArgument("repository_name '" + request.repository_name() +
+                           "': this server has a single model repository; leave "
+                           "repository_name empty");
+  }
+  auto repository = Repository();
+  if (!repository.ok()) return repository.status();
+  for (const ModelState& state : (*repository)->States()) {
+    if (request.ready() && !state.ready) continue;
+    auto* model = response->add_models();
+    model->set_name(state.name);
+    model->set_version(state.version);
+    model->set_state(state.ready ? "READY" : "UNAVAILABLE");
+    model->set_reason(state.reason);
+  }
+  return Status::Ok();
+}
+
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* raw_request,
                                                        grpc::ByteBuffer* raw_response) {

@@ -30,7 +30,8 @@ struct InferenceServiceOptions {
 
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
 // parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
-using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
+using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryIndex<
+    inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
     inference::GRPCInferenceService::WithRawCallbackMethod_ServerReady<
         inference::GRPCInferenceService::WithRawCallbackMethod_ModelReady<
             inference::GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
@@ -38,7 +39,7 @@ using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMeth
                     inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
                         inference::GRPCInferenceService::WithRawCallbackMethod_ModelStatistics<
                             inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                                inference::GRPCInferenceService::Service>>>>>>>>;
+                                inference::GRPCInferenceService::Service>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -72,6 +73,9 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
 
   // When the last call reached the service (the epoch when none has): shutdown waits for
   // clients to stop sending before it closes their connections.
@@ -102,6 +106,8 @@ class InferenceService final : public RawInferenceService {
                           inference::ModelConfigResponse* response);
   Status ServeModelStatistics(const inference::ModelStatisticsRequest& request,
                               inference::ModelStatisticsResponse* response);
+  Status ServeRepositoryIndex(const inference::RepositoryIndexRequest& request,
+                              inference::RepositoryIndexResponse* response);
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
 

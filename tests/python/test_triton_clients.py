@@ -397,3 +397,34 @@ def test_classification_count_must_be_positive(triton):
                              outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=-3)],
                              client_timeout=CALL_TIMEOUT_S),
         "parameter 'classification'")
+
+
+def test_repository_index_lists_every_model_with_state_and_reason(protocol_triton):
+    index = protocol_triton.get_model_repository_index(as_json=True, client_timeout=CALL_TIMEOUT_S)
+    models = {m["name"]: m for m in index["models"]}
+    assert set(models) == {MODEL, LABELLED, "missing_labels", "broken"}, index
+    for name in (MODEL, LABELLED):
+        assert models[name]["state"] == "READY"
+        assert models[name]["version"] == "1"
+        assert not models[name].get("reason")
+    assert models["missing_labels"]["state"] == "UNAVAILABLE"
+    assert "label_filename" in models["missing_labels"]["reason"]
+    assert models["broken"]["state"] == "UNAVAILABLE"
+    assert "config.pbtxt" in models["broken"]["reason"]
+
+
+def test_repository_index_ready_filter_and_repository_name(protocol_server):
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    with grpc.insecure_channel(protocol_server.grpc_address) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        ready = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(ready=True),
+                                     timeout=CALL_TIMEOUT_S)
+        assert sorted(m.name for m in ready.models) == sorted([MODEL, LABELLED])
+        assert all(m.state == "READY" for m in ready.models)
+        with pytest.raises(grpc.RpcError) as error:
+            stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(repository_name="other"),
+                                 timeout=CALL_TIMEOUT_S)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "repository_name" in error.value.details()
