@@ -31,6 +31,7 @@ struct InferenceServiceOptions {
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
 // parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
 using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryIndex<
+    inference::GRPCInferenceService::WithRawCallbackMethod_LogSettings<
     inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
     inference::GRPCInferenceService::WithRawCallbackMethod_ServerReady<
         inference::GRPCInferenceService::WithRawCallbackMethod_ModelReady<
@@ -39,7 +40,7 @@ using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMeth
                     inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
                         inference::GRPCInferenceService::WithRawCallbackMethod_ModelStatistics<
                             inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                                inference::GRPCInferenceService::Service>>>>>>>>>;
+                                inference::GRPCInferenceService::Service>>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -76,6 +77,9 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // When the last call reached the service (the epoch when none has): shutdown waits for
   // clients to stop sending before it closes their connections.
@@ -108,6 +112,8 @@ class InferenceService final : public RawInferenceService {
                               inference::ModelStatisticsResponse* response);
   Status ServeRepositoryIndex(const inference::RepositoryIndexRequest& request,
                               inference::RepositoryIndexResponse* response);
+  Status ServeLogSettings(const inference::LogSettingsRequest& request,
+                          inference::LogSettingsResponse* response);
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
 

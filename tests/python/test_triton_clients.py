@@ -428,3 +428,70 @@ def test_repository_index_ready_filter_and_repository_name(protocol_server):
                                  timeout=CALL_TIMEOUT_S)
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "repository_name" in error.value.details()
+
+
+def test_log_settings_get_and_set(protocol_triton, protocol_server):
+    settings = protocol_triton.get_log_settings(as_json=True, client_timeout=CALL_TIMEOUT_S)["settings"]
+    assert settings["log_info"]["bool_param"] is True
+    assert settings["log_warning"]["bool_param"] is True
+    assert settings["log_error"]["bool_param"] is True
+    assert settings["log_verbose_level"].get("uint32_param", 0) == 0
+    assert settings["log_format"]["string_param"] == "ISO8601"
+    assert "log_file" in settings
+
+    # Verbose: the server's debug lines appear (a rejected request logs one).
+    updated = protocol_triton.update_log_settings({"log_verbose_level": 1}, as_json=True,
+                                                  client_timeout=CALL_TIMEOUT_S)["settings"]
+    assert updated["log_verbose_level"]["uint32_param"] == 1
+    bad = np.zeros((1, IN_FEATURES + 1), dtype=np.float32)
+    with pytest.raises(grpcclient.InferenceServerException):
+        protocol_triton.infer(MODEL, [make_input(bad)], client_timeout=CALL_TIMEOUT_S)
+    protocol_server.wait_for_log(rf"debug ModelInfer '{MODEL}' rejected", 10)
+
+    # Warnings and errors only.
+    updated = protocol_triton.update_log_settings({"log_verbose_level": 0, "log_info": False},
+                                                  as_json=True, client_timeout=CALL_TIMEOUT_S)["settings"]
+    assert updated["log_info"]["bool_param"] is False
+    assert updated["log_warning"]["bool_param"] is True
+    assert protocol_triton.get_log_settings(as_json=True)["settings"]["log_info"]["bool_param"] is False
+    protocol_triton.update_log_settings({"log_info": True}, client_timeout=CALL_TIMEOUT_S)
+    assert protocol_triton.get_log_settings(as_json=True)["settings"]["log_info"]["bool_param"] is True
+
+
+# (key, which field of SettingValue, value): tritonclient picks the field by the key's name, so
+# wrong types are sent through the generated stub.
+@pytest.mark.parametrize("settings, fragment", [
+    ([("no_such_setting", "bool_param", True)], "unknown log setting 'no_such_setting'"),
+    ([("log_info", "uint32_param", 1)], "'log_info' must be a bool_param"),
+    ([("log_verbose_level", "bool_param", True)], "'log_verbose_level' must be a uint32_param"),
+    ([("log_verbose_level", None, None)], "'log_verbose_level' must be a uint32_param"),
+    ([("log_file", "string_param", "/tmp/ltserve.log")], "'log_file' can only be"),
+    ([("log_format", "string_param", "default")], "'log_format' can only be \"ISO8601\""),
+    ([("log_format", "bool_param", True)], "'log_format' must be a string_param"),
+    ([("log_info", "bool_param", False), ("log_verbose_level", "uint32_param", 1)], "one threshold"),
+    ([("log_error", "bool_param", False)], "one threshold"),
+    # One bad key in a request changes none of the others.
+    ([("log_info", "bool_param", False), ("bogus", "bool_param", True)], "unknown log setting 'bogus'"),
+])
+def test_log_settings_errors_change_nothing(protocol_triton, protocol_server, settings, fragment):
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    before = protocol_triton.get_log_settings(as_json=True, client_timeout=CALL_TIMEOUT_S)
+    request = service_pb2.LogSettingsRequest()
+    for key, field_name, value in settings:
+        entry = request.settings[key]
+        if field_name is not None:
+            setattr(entry, field_name, value)
+    with grpc.insecure_channel(protocol_server.grpc_address) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as error:
+            stub.LogSettings(request, timeout=CALL_TIMEOUT_S)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert fragment in error.value.details(), error.value.details()
+    assert protocol_triton.get_log_settings(as_json=True, client_timeout=CALL_TIMEOUT_S) == before
+
+
+def test_log_settings_unknown_key_through_tritonclient(protocol_triton):
+    expect_invalid_argument(lambda: protocol_triton.update_log_settings({"log_colour": True}),
+                            "unknown log setting 'log_colour'")
