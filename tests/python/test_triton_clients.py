@@ -380,7 +380,10 @@ def test_classification_of_every_class(triton):
     response = result.get_response()
     assert response.model_name == MODEL
     assert [o.name for o in response.outputs] == [OUTPUT]
+    assert response.outputs[0].datatype == "BYTES"
     assert list(response.outputs[0].shape) == [1, OUT_FEATURES]
+    indexes = sorted(int(entry.decode().split(":")[1]) for entry in result.as_numpy(OUTPUT)[0])
+    assert indexes == list(range(OUT_FEATURES))
 
 
 def test_classification_larger_than_the_class_dimension_is_invalid(triton):
