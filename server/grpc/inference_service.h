@@ -1,10 +1,12 @@
-// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig/ModelStatistics) on gRPC's
-// callback API: no thread per request. ModelInfer decodes and validates on the gRPC thread,
-// hands the request to the model's scheduler (which never blocks), and the scheduler's completion
-// callback writes the response and finishes the call from a scheduler thread.
+// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig, ModelStatistics,
+// RepositoryIndex and LogSettings) on gRPC's callback API: no thread per request. ModelInfer
+// decodes and validates on the gRPC thread, hands the request to the model's scheduler (which
+// never blocks), and the scheduler's completion callback writes the response and finishes the
+// call from a scheduler thread.
 //
 // Thread-safety: all methods are called concurrently by gRPC; shared state is the immutable
-// repository and the atomic lifecycle flags in ServerLifecycle.
+// repository, the atomic lifecycle flags in ServerLifecycle, and spdlog's process-wide level,
+// which LogSettings reads and changes under one mutex.
 #pragma once
 
 #include <atomic>
