@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from ltserve_testing import ROOT
+from ltserve_testing import ROOT, start_server
 
 grpcclient = pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] is not installed")
 
@@ -283,7 +283,7 @@ LABELS = [f"class_{i}" for i in range(OUT_FEATURES)]
 @pytest.fixture(scope="module")
 def protocol_server(model_repo, tmp_path_factory):
     """A server of its own: its repository holds broken models on purpose, and the log-settings
-    tests change its log level, which the session's server must keep."""
+    tests change its log level, which the suite-wide ltserve_server must keep."""
     repo = tmp_path_factory.mktemp("protocol-repo")
     shutil.copytree(model_repo / MODEL, repo / MODEL)
     shutil.copytree(model_repo / MODEL, repo / LABELLED)
@@ -300,7 +300,6 @@ def protocol_server(model_repo, tmp_path_factory):
         labelled.replace(f'name: "{LABELLED}"', 'name: "missing_labels"'))
     (repo / "broken").mkdir()
     (repo / "broken" / "config.pbtxt").write_text("this is not a model configuration\n")
-    from ltserve_testing import start_server
     server = start_server(repo)
     yield server
     server.terminate()
