@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "config/model_config.h"
+#include "grpc/classification.h"
 #include "grpc/protobuf_log.h"
 #include "grpc/request_decoder.h"
 
@@ -76,6 +78,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
              std::chrono::steady_clock::time_point deadline,
              std::chrono::steady_clock::time_point arrival) {
     requested_outputs_ = std::move(decoded->requested_outputs);
+    class_counts_ = std::move(decoded->class_counts);
     std::unique_ptr<InferenceRequest> request = std::move(decoded->request);
     request->arrival = arrival;
     request->deadline = deadline;
@@ -123,9 +126,26 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       Finish(ToGrpcStatus(status));
       return;
     }
+    const ModelSpec& spec = model_->spec();
+    // Outputs asked for with `classification` are answered by their top k instead.
+    std::vector<std::optional<Classification>> classified(requested_outputs_.size());
     std::size_t output_bytes = 0;
-    for (int index : requested_outputs_) {
-      output_bytes += outputs[static_cast<std::size_t>(index)].bytes.size();
+    for (std::size_t r = 0; r < requested_outputs_.size(); ++r) {
+      const auto index = static_cast<std::size_t>(requested_outputs_[r]);
+      const OutputSlice& slice = outputs[index];
+      if (class_counts_[r] == 0) {
+        output_bytes += slice.bytes.size();
+        continue;
+      }
+      Result<Classification> top =
+          Classify(slice.bytes, spec.outputs[index].dtype, slice.shape, spec.max_batch_size > 0,
+                   class_counts_[r], spec.outputs[index].name, model_->output_labels(index));
+      if (!top.ok()) {
+        Finish(ToGrpcStatus(top.status()));
+        return;
+      }
+      output_bytes += top->bytes.size();
+      classified[r] = std::move(top).value();
     }
     if (output_bytes > max_response_bytes_) {
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -135,15 +155,21 @@ class InferReactor final : public grpc::ServerUnaryReactor {
                               " (--grpc-max-send-bytes); send a smaller batch"));
       return;
     }
-    const ModelSpec& spec = model_->spec();
     inference::ModelInferResponse response;
     response.set_model_name(spec.name);
     response.set_model_version(model_->version_string());
     response.set_id(request_->id());
-    for (int index : requested_outputs_) {
-      const OutputSlice& slice = outputs[static_cast<std::size_t>(index)];
+    for (std::size_t r = 0; r < requested_outputs_.size(); ++r) {
+      const auto index = static_cast<std::size_t>(requested_outputs_[r]);
+      const OutputSlice& slice = outputs[index];
       auto* tensor = response.add_outputs();
       tensor->set_name(spec.outputs[index].name);
+      if (classified[r].has_value()) {
+        tensor->set_datatype("BYTES");
+        for (std::int64_t dim : classified[r]->shape) tensor->add_shape(dim);
+        response.add_raw_output_contents(std::move(classified[r]->bytes));
+        continue;
+      }
       tensor->set_datatype(std::string(WireName(spec.outputs[index].dtype)));
       for (std::int64_t dim : slice.shape) tensor->add_shape(dim);
       // From the executor's buffer into the response; serializing copies once more, as gRPC's
@@ -161,6 +187,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const response_bytes_;
   const std::size_t max_response_bytes_;
   std::vector<int> requested_outputs_;
+  std::vector<std::uint32_t> class_counts_;  // parallel to requested_outputs_; 0: the tensor
   std::atomic<std::uint64_t> request_id_{0};
   std::atomic<bool> cancelled_{false};
   std::mutex start_mutex_;
@@ -325,6 +352,8 @@ Status InferenceService::ServeServerMetadata(const inference::ServerMetadataRequ
   response->add_extensions("model_configuration");
   response->add_extensions("statistics");
   response->add_extensions("schedule_policy");
+  response->add_extensions("classification");
+  response->add_extensions("logging");
   return Status::Ok();
 }
 
@@ -373,6 +402,152 @@ Status InferenceService::ServeModelStatistics(const inference::ModelStatisticsRe
     return Status::Ok();
   }
   for (const auto& model : (*repository)->Models()) FillStatistics(*model, response->add_model_stats());
+  return Status::Ok();
+}
+
+grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeRepositoryIndex);
+}
+
+grpc::ServerUnaryReactor* InferenceService::LogSettings(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeLogSettings);
+}
+
+Status InferenceService::ServeRepositoryIndex(const inference::RepositoryIndexRequest& request,
+                                              inference::RepositoryIndexResponse* response) {
+  if (!request.repository_name().empty()) {
+    return InvalidArgument("repository_name '" + request.repository_name() +
+                           "': this server has a single model repository; leave "
+                           "repository_name empty");
+  }
+  auto repository = Repository();
+  if (!repository.ok()) return repository.status();
+  for (const ModelState& state : (*repository)->States()) {
+    if (request.ready() && !state.ready) continue;
+    auto* model = response->add_models();
+    model->set_name(state.name);
+    model->set_version(state.version);
+    model->set_state(state.ready ? "READY" : "UNAVAILABLE");
+    model->set_reason(state.reason);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Triton's log settings over spdlog's one threshold: log_error, log_warning and log_info switch
+// the levels from error down to info, log_verbose_level 1 adds debug and 2 or more trace.
+// A combination no threshold can express (info on, warning off) is refused rather than
+// approximated, so that what a client sets is what the server does.
+struct LogLevels {
+  bool error = true;
+  bool warning = true;
+  bool info = true;
+  std::uint32_t verbose = 0;
+};
+
+LogLevels LevelsOf(spdlog::level::level_enum level) {
+  LogLevels out;
+  out.error = level <= spdlog::level::err;
+  out.warning = level <= spdlog::level::warn;
+  out.info = level <= spdlog::level::info;
+  out.verbose = level <= spdlog::level::trace ? 2 : level <= spdlog::level::debug ? 1 : 0;
+  return out;
+}
+
+Result<spdlog::level::level_enum> ThresholdOf(const LogLevels& levels) {
+  if ((levels.info && !levels.warning) || (levels.warning && !levels.error) ||
+      (levels.verbose > 0 && !levels.info)) {
+    return InvalidArgument(
+        "ltserve logs by one threshold: log_verbose_level > 0 needs log_info, log_info needs "
+        "log_warning, and log_warning needs log_error");
+  }
+  if (levels.verbose >= 2) return spdlog::level::trace;
+  if (levels.verbose == 1) return spdlog::level::debug;
+  if (levels.info) return spdlog::level::info;
+  if (levels.warning) return spdlog::level::warn;
+  if (levels.error) return spdlog::level::err;
+  return spdlog::level::critical;  // fatal errors are always logged, as in Triton
+}
+
+// The settings ltserve cannot change: their one value, which a client may still send back.
+constexpr std::string_view kLogFormat = "ISO8601";  // main.cc's pattern
+constexpr std::string_view kLogFile = "";           // standard error
+
+using SettingValue = inference::LogSettingsRequest::SettingValue;
+
+Status ReadBool(const std::string& key, const SettingValue& value, bool* out) {
+  if (value.parameter_choice_case() != SettingValue::kBoolParam) {
+    return InvalidArgument("log setting '" + key + "' must be a bool_param");
+  }
+  *out = value.bool_param();
+  return Status::Ok();
+}
+
+Status CheckFixedString(const std::string& key, const SettingValue& value, std::string_view only,
+                        const std::string& why) {
+  if (value.parameter_choice_case() != SettingValue::kStringParam) {
+    return InvalidArgument("log setting '" + key + "' must be a string_param");
+  }
+  if (value.string_param() != only) {
+    return InvalidArgument("log setting '" + key + "' can only be \"" + std::string(only) +
+                           "\" (" + why + "), got \"" + value.string_param() + "\"");
+  }
+  return Status::Ok();
+}
+
+std::mutex log_settings_mutex;  // one update at a time, so none is lost between read and set
+
+}  // namespace
+
+Status InferenceService::ServeLogSettings(const inference::LogSettingsRequest& request,
+                                          inference::LogSettingsResponse* response) {
+  std::lock_guard lock(log_settings_mutex);
+  LogLevels levels = LevelsOf(spdlog::get_level());
+  // Every key is checked before anything changes: a request with one bad key changes nothing.
+  for (const auto& [key, value] : request.settings()) {
+    if (key == "log_info") {
+      LTSERVE_RETURN_IF_ERROR(ReadBool(key, value, &levels.info));
+    } else if (key == "log_warning") {
+      LTSERVE_RETURN_IF_ERROR(ReadBool(key, value, &levels.warning));
+    } else if (key == "log_error") {
+      LTSERVE_RETURN_IF_ERROR(ReadBool(key, value, &levels.error));
+    } else if (key == "log_verbose_level") {
+      if (value.parameter_choice_case() != SettingValue::kUint32Param) {
+        return InvalidArgument("log setting 'log_verbose_level' must be a uint32_param");
+      }
+      levels.verbose = value.uint32_param();
+    } else if (key == "log_format") {
+      LTSERVE_RETURN_IF_ERROR(CheckFixedString(key, value, kLogFormat, "the server's format"));
+    } else if (key == "log_file") {
+      LTSERVE_RETURN_IF_ERROR(
+          CheckFixedString(key, value, kLogFile, "ltserve logs to standard error only"));
+    } else {
+      return InvalidArgument("unknown log setting '" + key +
+                             "'; expected log_info, log_warning, log_error, log_verbose_level, "
+                             "log_format or log_file");
+    }
+  }
+  if (request.settings_size() > 0) {
+    LTSERVE_ASSIGN_OR_RETURN(const spdlog::level::level_enum threshold, ThresholdOf(levels));
+    if (threshold != spdlog::get_level()) {
+      spdlog::set_level(threshold);
+      spdlog::info("log level set to {} by LogSettings",
+                   spdlog::level::to_string_view(threshold));
+    }
+    levels = LevelsOf(threshold);
+  }
+  auto& out = *response->mutable_settings();
+  out["log_info"].set_bool_param(levels.info);
+  out["log_warning"].set_bool_param(levels.warning);
+  out["log_error"].set_bool_param(levels.error);
+  out["log_verbose_level"].set_uint32_param(levels.verbose);
+  out["log_format"].set_string_param(std::string(kLogFormat));
+  out["log_file"].set_string_param(std::string(kLogFile));
   return Status::Ok();
 }
 

@@ -1,10 +1,12 @@
-// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig/ModelStatistics) on gRPC's
-// callback API: no thread per request. ModelInfer decodes and validates on the gRPC thread,
-// hands the request to the model's scheduler (which never blocks), and the scheduler's completion
-// callback writes the response and finishes the call from a scheduler thread.
+// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig, ModelStatistics,
+// RepositoryIndex and LogSettings) on gRPC's callback API: no thread per request. ModelInfer
+// decodes and validates on the gRPC thread, hands the request to the model's scheduler (which
+// never blocks), and the scheduler's completion callback writes the response and finishes the
+// call from a scheduler thread.
 //
 // Thread-safety: all methods are called concurrently by gRPC; shared state is the immutable
-// repository and the atomic lifecycle flags in ServerLifecycle.
+// repository, the atomic lifecycle flags in ServerLifecycle, and spdlog's process-wide level,
+// which LogSettings reads and changes under one mutex.
 #pragma once
 
 #include <atomic>
@@ -30,7 +32,9 @@ struct InferenceServiceOptions {
 
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
 // parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
-using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
+using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryIndex<
+    inference::GRPCInferenceService::WithRawCallbackMethod_LogSettings<
+    inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
     inference::GRPCInferenceService::WithRawCallbackMethod_ServerReady<
         inference::GRPCInferenceService::WithRawCallbackMethod_ModelReady<
             inference::GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
@@ -38,7 +42,7 @@ using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMeth
                     inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
                         inference::GRPCInferenceService::WithRawCallbackMethod_ModelStatistics<
                             inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                                inference::GRPCInferenceService::Service>>>>>>>>;
+                                inference::GRPCInferenceService::Service>>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -72,6 +76,12 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // When the last call reached the service (the epoch when none has): shutdown waits for
   // clients to stop sending before it closes their connections.
@@ -102,6 +112,10 @@ class InferenceService final : public RawInferenceService {
                           inference::ModelConfigResponse* response);
   Status ServeModelStatistics(const inference::ModelStatisticsRequest& request,
                               inference::ModelStatisticsResponse* response);
+  Status ServeRepositoryIndex(const inference::RepositoryIndexRequest& request,
+                              inference::RepositoryIndexResponse* response);
+  Status ServeLogSettings(const inference::LogSettingsRequest& request,
+                          inference::LogSettingsResponse* response);
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
 

@@ -1,6 +1,7 @@
 #include "grpc/request_decoder.h"
 
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 namespace ltserve {
@@ -86,15 +87,61 @@ Status ConvertTypedContents(const inference::InferTensorContents& contents, Data
   return Status::Ok();
 }
 
+// Triton's clients send integer parameters either way: tritonclient's infer(priority=...) as
+// uint64_param, hand-written or older clients as int64_param. Both are read; anything else, or a
+// value outside [0, max], names the parameter.
 Status ReadUnsignedParameter(const google::protobuf::Map<std::string, inference::InferParameter>& params,
-                             const std::string& key, std::uint64_t* out) {
+                             const std::string& key, std::uint64_t max, std::uint64_t* out) {
   auto it = params.find(key);
   if (it == params.end()) return Status::Ok();
-  if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param ||
-      it->second.int64_param() < 0) {
-    return InvalidArgument("parameter '" + key + "' must be a non-negative int64_param");
+  const std::string expected = "parameter '" + key + "' must be an int64_param or uint64_param";
+  std::uint64_t value = 0;
+  switch (it->second.parameter_choice_case()) {
+    case inference::InferParameter::kInt64Param:
+      if (it->second.int64_param() < 0) {
+        return InvalidArgument(expected + " in [0, " + std::to_string(max) + "], got " +
+                               std::to_string(it->second.int64_param()));
+      }
+      value = static_cast<std::uint64_t>(it->second.int64_param());
+      break;
+    case inference::InferParameter::kUint64Param: value = it->second.uint64_param(); break;
+    default: return InvalidArgument(expected);
   }
-  *out = static_cast<std::uint64_t>(it->second.int64_param());
+  if (value > max) {
+    return InvalidArgument(expected + " in [0, " + std::to_string(max) + "], got " +
+                           std::to_string(value));
+  }
+  *out = value;
+  return Status::Ok();
+}
+
+bool IsNumeric(DataType dtype) { return dtype != DataType::kBool && dtype != DataType::kInvalid; }
+
+// The output parameter `classification` (tritonclient's class_count): k > 0 asks for the top k
+// classes instead of the tensor. Checked against the config here; a variable class dimension is
+// checked again once the output's shape is known.
+Status ReadClassCount(const inference::ModelInferRequest::InferRequestedOutputTensor& requested,
+                      const TensorSpec& output, std::uint32_t* class_count) {
+  std::uint64_t k = 0;
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(requested.parameters(), "classification",
+                                                std::numeric_limits<std::uint32_t>::max(), &k));
+  if (requested.parameters().count("classification") != 0 && k == 0) {
+    return InvalidArgument("parameter 'classification' of output '" + output.name +
+                           "' must be at least 1 (the number of top classes to return)");
+  }
+  if (k == 0) return Status::Ok();
+  if (!IsNumeric(output.dtype)) {
+    return InvalidArgument("output '" + output.name + "' is " + std::string(WireName(output.dtype)) +
+                           "; classification needs a numeric output");
+  }
+  std::int64_t classes = 1;
+  for (std::int64_t dim : output.dims) classes = dim < 0 ? -1 : classes * dim;
+  if (classes > 0 && k > static_cast<std::uint64_t>(classes)) {
+    return InvalidArgument("output '" + output.name + "' has " + std::to_string(classes) +
+                           " classes (dims " + ShapeToString(output.dims) +
+                           "); classification asks for " + std::to_string(k));
+  }
+  *class_count = static_cast<std::uint32_t>(k);
   return Status::Ok();
 }
 
@@ -191,6 +238,7 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
     for (std::size_t i = 0; i < spec.outputs.size(); ++i) {
       decoded->requested_outputs.push_back(static_cast<int>(i));
     }
+    decoded->class_counts.assign(spec.outputs.size(), 0);
   }
   for (const auto& requested : message.outputs()) {
     int index = -1;
@@ -212,12 +260,18 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
                                "' is requested twice; name each output at most once");
       }
     }
+    std::uint32_t class_count = 0;
+    LTSERVE_RETURN_IF_ERROR(ReadClassCount(requested, spec.outputs[index], &class_count));
     decoded->requested_outputs.push_back(index);
+    decoded->class_counts.push_back(class_count);
   }
 
   std::uint64_t priority = 0;
-  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "priority", &priority));
-  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "timeout", &request->timeout_us));
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "priority",
+                                                std::numeric_limits<std::uint32_t>::max(), &priority));
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(message.parameters(), "timeout",
+                                                std::numeric_limits<std::int64_t>::max(),
+                                                &request->timeout_us));
   request->priority = static_cast<std::uint32_t>(priority);
   decoded->request = std::move(request);
   return decoded;

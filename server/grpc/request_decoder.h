@@ -18,6 +18,8 @@ namespace ltserve {
 struct DecodedRequest {
   std::unique_ptr<InferenceRequest> request;  // inputs point into the message or `converted`
   std::vector<int> requested_outputs;         // indexes into spec.outputs, in response order
+  // Parallel to requested_outputs: the `classification` parameter's k, 0 for the tensor itself.
+  std::vector<std::uint32_t> class_counts;
   // Typed `contents` converted to raw bytes (owned here; the message owns raw contents).
   std::vector<std::string> converted;
 };

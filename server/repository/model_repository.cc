@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 
 #include "config/model_config.h"
 #include "cpu/cpu_executor.h"
@@ -85,6 +86,33 @@ Result<ChosenExecutor> ChooseExecutor(const ModelSpec& spec, bool allow_gpu) {
   return chosen(std::move(cpu));
 }
 
+// Each output's label_filename, read once at load: a request must not touch the disk. A file
+// that cannot be read makes the model UNAVAILABLE with its reason, as Triton does.
+Result<std::vector<std::vector<std::string>>> LoadOutputLabels(
+    const inference::ModelConfig& config, const std::filesystem::path& model_dir) {
+  std::vector<std::vector<std::string>> labels(static_cast<std::size_t>(config.output_size()));
+  for (int i = 0; i < config.output_size(); ++i) {
+    const std::string& file_name = config.output(i).label_filename();
+    if (file_name.empty()) continue;
+    const std::filesystem::path path(file_name);
+    if (path.has_parent_path() || path.is_absolute() || file_name == "." || file_name == "..") {
+      return InvalidArgument("output '" + config.output(i).name() + "': label_filename '" +
+                             file_name + "' is not a plain file name; name a file in the model "
+                             "directory, without '/'");
+    }
+    std::ifstream in(model_dir / path);
+    if (!in) {
+      return NotFound("output '" + config.output(i).name() + "': label_filename '" +
+                      (model_dir / path).string() + "' cannot be read");
+    }
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files
+      labels[static_cast<std::size_t>(i)].push_back(std::move(line));
+    }
+  }
+  return labels;
+}
+
 }  // namespace
 
 Model::Model(ModelSpec spec, inference::ModelConfig config, ExecutionPath path,
@@ -119,6 +147,7 @@ Result<std::unique_ptr<ModelRepository>> ModelRepository::Create(const Repositor
     state.version = std::to_string(spec.version);
     const auto start = std::chrono::steady_clock::now();
     Status status = [&]() -> Status {
+      LTSERVE_ASSIGN_OR_RETURN(auto labels, LoadOutputLabels(entry.config, entry.dir));
       LTSERVE_ASSIGN_OR_RETURN(ChosenExecutor chosen, ChooseExecutor(spec, options.allow_gpu));
       std::unique_ptr<StatsObserver> observer;
       if (metrics != nullptr) observer = metrics->CreateModelObserver(spec.name, state.version);
@@ -136,6 +165,7 @@ Result<std::unique_ptr<ModelRepository>> ModelRepository::Create(const Repositor
         LTSERVE_RETURN_IF_ERROR(WarmUpOutputShapes(*instances.front(), spec));
       }
       model->factory_ = std::move(chosen.factory);
+      model->output_labels_ = std::move(labels);
       SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, entry.config);
       scheduler_options.tokens = std::move(chosen.tokens);
       LTSERVE_ASSIGN_OR_RETURN(model->scheduler_,

@@ -40,6 +40,11 @@ class Model {
   ModelStats& stats() { return stats_; }
   Scheduler& scheduler() { return *scheduler_; }
   std::string version_string() const { return std::to_string(spec_.version); }
+  // The lines of output `index`'s label_filename (config order); empty when it has none.
+  const std::vector<std::string>& output_labels(std::size_t index) const {
+    static const std::vector<std::string> kNone;
+    return index < output_labels_.size() ? output_labels_[index] : kNone;
+  }
 
  private:
   friend class ModelRepository;
@@ -51,6 +56,7 @@ class Model {
   ModelStats stats_;
   std::unique_ptr<ExecutorFactory> factory_;  // outlives the instances the scheduler owns
   std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::vector<std::string>> output_labels_;
 };
 
 struct ModelState {

@@ -2,6 +2,7 @@
 // INVALID_ARGUMENT with a message naming what was expected; valid requests come out in config
 // order, pointing at the message's bytes or at converted typed contents.
 #include "grpc/request_decoder.h"
+#include "grpc/classification.h"
 
 #include <gtest/gtest.h>
 
@@ -238,10 +239,144 @@ TEST(RequestDecoder, AnOutputRequestedTwiceIsRefused) {
 TEST(RequestDecoder, BadParameterTypes) {
   auto request = ValidRequest(1, 1);
   (*request.mutable_parameters())["priority"].set_string_param("high");
-  ExpectInvalid(request, "'priority' must be a non-negative int64_param");
+  ExpectInvalid(request, "'priority' must be an int64_param or uint64_param");
   request.mutable_parameters()->erase("priority");
   (*request.mutable_parameters())["timeout"].set_int64_param(-1);
   ExpectInvalid(request, "'timeout'");
+}
+
+// tritonclient's infer(priority=...) sends uint64_param; int64_param is read as before.
+TEST(RequestDecoder, PriorityAndTimeoutAsUint64Parameters) {
+  auto request = ValidRequest(1, 1);
+  (*request.mutable_parameters())["priority"].set_uint64_param(3);
+  (*request.mutable_parameters())["timeout"].set_uint64_param(2500);
+  auto decoded = DecodeInferRequest(request, TwoInputSpec());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ((*decoded)->request->priority, 3u);
+  EXPECT_EQ((*decoded)->request->timeout_us, 2500u);
+}
+
+TEST(RequestDecoder, OutOfRangePriorityAndTimeoutNameTheParameter) {
+  auto request = ValidRequest(1, 1);
+  // Once truncated to 32 bits silently; now refused.
+  (*request.mutable_parameters())["priority"].set_uint64_param(std::uint64_t{1} << 32);
+  ExpectInvalid(request, "parameter 'priority' must be an int64_param or uint64_param in [0, 4294967295], got 4294967296");
+  (*request.mutable_parameters())["priority"].set_int64_param(-2);
+  ExpectInvalid(request, "parameter 'priority' must be an int64_param or uint64_param in [0, 4294967295], got -2");
+  request.mutable_parameters()->erase("priority");
+  (*request.mutable_parameters())["timeout"].set_uint64_param(~std::uint64_t{0});
+  ExpectInvalid(request, "parameter 'timeout' must be an int64_param or uint64_param in [0, 9223372036854775807]");
+  (*request.mutable_parameters())["timeout"].set_double_param(1.5);
+  ExpectInvalid(request, "parameter 'timeout' must be an int64_param or uint64_param");
+}
+
+TEST(RequestDecoder, ClassificationParameterIsReadPerOutput) {
+  auto request = ValidRequest(1, 1);
+  request.add_outputs()->set_name("z");
+  auto* y = request.add_outputs();
+  y->set_name("y");
+  (*y->mutable_parameters())["classification"].set_int64_param(3);
+  auto decoded = DecodeInferRequest(request, TwoInputSpec());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ((*decoded)->requested_outputs, (std::vector<int>{1, 0}));
+  EXPECT_EQ((*decoded)->class_counts, (std::vector<std::uint32_t>{0, 3}));
+}
+
+TEST(RequestDecoder, AllOutputsByDefaultAreNotClassified) {
+  auto decoded = DecodeInferRequest(ValidRequest(1, 1), TwoInputSpec());
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ((*decoded)->class_counts, (std::vector<std::uint32_t>{0, 0}));
+}
+
+TEST(RequestDecoder, ClassificationErrors) {
+  auto request = ValidRequest(1, 1);
+  auto* y = request.add_outputs();
+  y->set_name("y");
+  auto& k = (*y->mutable_parameters())["classification"];
+  k.set_int64_param(5);
+  ExpectInvalid(request, "output 'y' has 4 classes (dims [4]); classification asks for 5");
+  k.set_int64_param(0);
+  ExpectInvalid(request, "parameter 'classification' of output 'y' must be at least 1");
+  k.set_int64_param(-1);
+  ExpectInvalid(request, "parameter 'classification' must be an int64_param or uint64_param");
+  k.set_string_param("3");
+  ExpectInvalid(request, "parameter 'classification' must be an int64_param or uint64_param");
+
+  ModelSpec spec = TwoInputSpec();
+  spec.outputs[1].dtype = DataType::kBool;
+  request = ValidRequest(1, 1);
+  auto* z = request.add_outputs();
+  z->set_name("z");
+  (*z->mutable_parameters())["classification"].set_int64_param(1);
+  auto decoded = DecodeInferRequest(request, spec);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(decoded.status().message(),
+            "output 'z' is BOOL; classification needs a numeric output");
+}
+
+// A variable class dimension is checked once the output's shape is known (Classify).
+TEST(RequestDecoder, ClassificationOfAVariableDimensionPassesTheDecoder) {
+  ModelSpec spec = TwoInputSpec();
+  spec.outputs[0].dims = {-1};
+  auto request = ValidRequest(1, 1);
+  auto* y = request.add_outputs();
+  y->set_name("y");
+  (*y->mutable_parameters())["classification"].set_uint64_param(100);
+  EXPECT_TRUE(DecodeInferRequest(request, spec).ok());
+}
+
+std::vector<std::string> BytesElements(const std::string& bytes) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at + 4 <= bytes.size()) {
+    std::uint32_t length = 0;
+    std::memcpy(&length, bytes.data() + at, 4);
+    out.push_back(bytes.substr(at + 4, length));
+    at += 4 + length;
+  }
+  EXPECT_EQ(at, bytes.size());
+  return out;
+}
+
+TEST(Classification, TopKPerBatchEntryAsValueColonIndex) {
+  const std::vector<float> values = {0.1f, 0.7f, 0.2f, 0.7f,   // tie: lower index first
+                                     5.f, -1.f, 3.f, 4.f};
+  auto top = Classify(std::as_bytes(std::span(values)), DataType::kFp32, {2, 4}, true, 2, "y", {});
+  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  EXPECT_EQ(top->shape, (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(BytesElements(top->bytes),
+            (std::vector<std::string>{"0.700000:1", "0.700000:3", "5.000000:0", "4.000000:3"}));
+}
+
+TEST(Classification, LabelsAreAppendedAndAModelWithoutBatchGetsShapeK) {
+  const std::vector<std::int32_t> values = {3, 9, 1};
+  auto top = Classify(std::as_bytes(std::span(values)), DataType::kInt32, {3}, false, 3, "y",
+                      {"cat", "dog"});
+  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  EXPECT_EQ(top->shape, (std::vector<std::int64_t>{3}));
+  // Index 2 has no line in the label file: no label, as Triton answers.
+  EXPECT_EQ(BytesElements(top->bytes), (std::vector<std::string>{"9:1:dog", "3:0:cat", "1:2"}));
+}
+
+TEST(Classification, HalfPrecisionValues) {
+  const std::vector<std::uint16_t> fp16 = {0x3c00, 0xc000, 0x3800};  // 1, -2, 0.5
+  auto top = Classify(std::as_bytes(std::span(fp16)), DataType::kFp16, {1, 3}, true, 1, "y", {});
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(BytesElements(top->bytes), (std::vector<std::string>{"1.000000:0"}));
+  const std::vector<std::uint16_t> bf16 = {0x3f80, 0x4040};  // 1, 3
+  top = Classify(std::as_bytes(std::span(bf16)), DataType::kBf16, {1, 2}, true, 1, "y", {});
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(BytesElements(top->bytes), (std::vector<std::string>{"3.000000:1"}));
+}
+
+TEST(Classification, MoreClassesThanTheOutputHasIsInvalid) {
+  const std::vector<float> values(6, 1.f);
+  auto top = Classify(std::as_bytes(std::span(values)), DataType::kFp32, {2, 3}, true, 4, "y", {});
+  ASSERT_FALSE(top.ok());
+  EXPECT_EQ(top.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(top.status().message(),
+            "output 'y' has 3 classes per batch entry; classification asks for 4");
 }
 
 TEST(RequestDecoder, ModelWithoutBatchDimensionTakesTheExactShape) {

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from ltserve_testing import ROOT
+from ltserve_testing import ROOT, start_server
 
 grpcclient = pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] is not installed")
 
@@ -272,3 +272,228 @@ def test_readme_perf_analyzer_command_runs_in_a_fresh_shell(ltserve_server):
     output = run.stdout + run.stderr
     assert run.returncode == 0, output
     assert "Concurrency: 4, throughput:" in output, output
+
+
+# --- the rest of Triton's protocol: priority, classification, repository index, log settings ---
+
+LABELLED = "labelled_mlp"
+LABELS = [f"class_{i}" for i in range(OUT_FEATURES)]
+
+
+@pytest.fixture(scope="module")
+def protocol_server(model_repo, tmp_path_factory):
+    """A server of its own: its repository holds broken models on purpose, and the log-settings
+    tests change its log level, which the suite-wide ltserve_server must keep."""
+    repo = tmp_path_factory.mktemp("protocol-repo")
+    shutil.copytree(model_repo / MODEL, repo / MODEL)
+    shutil.copytree(model_repo / MODEL, repo / LABELLED)
+    config = (repo / LABELLED / "config.pbtxt").read_text()
+    config = config.replace(f'name: "{MODEL}"', f'name: "{LABELLED}"')
+    labelled = config.replace(f'name: "{OUTPUT}"', f'name: "{OUTPUT}" label_filename: "labels.txt"')
+    assert labelled != config, config
+    (repo / LABELLED / "config.pbtxt").write_text(labelled)
+    (repo / LABELLED / "labels.txt").write_text("\n".join(LABELS) + "\n")
+    # A label file that is not there: the model is UNAVAILABLE, saying so.
+    shutil.copytree(repo / LABELLED, repo / "missing_labels")
+    (repo / "missing_labels" / "labels.txt").unlink()
+    (repo / "missing_labels" / "config.pbtxt").write_text(
+        labelled.replace(f'name: "{LABELLED}"', 'name: "missing_labels"'))
+    (repo / "broken").mkdir()
+    (repo / "broken" / "config.pbtxt").write_text("this is not a model configuration\n")
+    server = start_server(repo)
+    yield server
+    server.terminate()
+
+
+@pytest.fixture()
+def protocol_triton(protocol_server):
+    client = grpcclient.InferenceServerClient(url=protocol_server.grpc_address)
+    yield client
+    client.close()
+
+
+def expect_invalid_argument(call, *fragments):
+    with pytest.raises(grpcclient.InferenceServerException) as error:
+        call()
+    assert "INVALID_ARGUMENT" in str(error.value.status()), error.value
+    for fragment in fragments:
+        assert fragment in error.value.message(), error.value.message()
+
+
+def test_priority_and_timeout_as_tritonclient_sends_them(triton, ltserve_server):
+    # tritonclient sends priority as uint64_param and timeout as int64_param.
+    data = fresh_inputs(2)
+    result = triton.infer(MODEL, [make_input(data)], priority=1, timeout=10_000_000,
+                          client_timeout=CALL_TIMEOUT_S)
+    np.testing.assert_allclose(result.as_numpy(OUTPUT), reference(ltserve_server.repo, data),
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_priority_out_of_range_names_the_parameter(triton):
+    expect_invalid_argument(
+        lambda: triton.infer(MODEL, [make_input(fresh_inputs(1))], priority=2**32,
+                             client_timeout=CALL_TIMEOUT_S),
+        "parameter 'priority'", "[0, 4294967295]")
+
+
+def test_classification_returns_value_colon_index(triton, ltserve_server):
+    data = fresh_inputs(3)
+    result = triton.infer(MODEL, [make_input(data)],
+                          outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=4)],
+                          client_timeout=CALL_TIMEOUT_S)
+    classes = result.as_numpy(OUTPUT)
+    assert classes.shape == (3, 4)
+    assert result.get_output(OUTPUT).datatype == "BYTES"
+    expected = reference(ltserve_server.repo, data)
+    for b, row in enumerate(classes):
+        entries = [entry.decode().split(":") for entry in row]
+        assert all(len(entry) == 2 for entry in entries), row
+        indexes = [int(index) for _, index in entries]
+        # Near-equal scores may swap between fp32 and the float64 reference; the values must
+        # still be the scores of the classes named, in descending order, and the top ones.
+        values = np.array([float(value) for value, _ in entries])
+        np.testing.assert_allclose(values, expected[b][indexes], rtol=RTOL, atol=1e-5)
+        assert list(values) == sorted(values, reverse=True)
+        np.testing.assert_allclose(np.sort(expected[b])[::-1][:4], values, rtol=RTOL, atol=1e-5)
+
+
+def test_classification_with_labels(protocol_triton, protocol_server):
+    data = fresh_inputs(2)
+    result = protocol_triton.infer(LABELLED, [make_input(data)],
+                                   outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=2)],
+                                   client_timeout=CALL_TIMEOUT_S)
+    classes = result.as_numpy(OUTPUT)
+    assert classes.shape == (2, 2)
+    for row in classes:
+        for entry in row:
+            value, index, label = entry.decode().split(":")
+            assert label == LABELS[int(index)]
+            float(value)
+
+
+def test_classification_of_every_class(triton):
+    # k may be the whole class dimension; the response's other fields stay as without it.
+    result = triton.infer(MODEL, [make_input(fresh_inputs(1))],
+                          outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=OUT_FEATURES)],
+                          client_timeout=CALL_TIMEOUT_S)
+    response = result.get_response()
+    assert response.model_name == MODEL
+    assert [o.name for o in response.outputs] == [OUTPUT]
+    assert response.outputs[0].datatype == "BYTES"
+    assert list(response.outputs[0].shape) == [1, OUT_FEATURES]
+    indexes = sorted(int(entry.decode().split(":")[1]) for entry in result.as_numpy(OUTPUT)[0])
+    assert indexes == list(range(OUT_FEATURES))
+
+
+def test_classification_larger_than_the_class_dimension_is_invalid(triton):
+    expect_invalid_argument(
+        lambda: triton.infer(MODEL, [make_input(fresh_inputs(1))],
+                             outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=OUT_FEATURES + 1)],
+                             client_timeout=CALL_TIMEOUT_S),
+        f"output '{OUTPUT}' has {OUT_FEATURES} classes", f"asks for {OUT_FEATURES + 1}")
+
+
+def test_classification_count_must_be_positive(triton):
+    expect_invalid_argument(
+        lambda: triton.infer(MODEL, [make_input(fresh_inputs(1))],
+                             outputs=[grpcclient.InferRequestedOutput(OUTPUT, class_count=-3)],
+                             client_timeout=CALL_TIMEOUT_S),
+        "parameter 'classification'")
+
+
+def test_repository_index_lists_every_model_with_state_and_reason(protocol_triton):
+    index = protocol_triton.get_model_repository_index(as_json=True, client_timeout=CALL_TIMEOUT_S)
+    models = {m["name"]: m for m in index["models"]}
+    assert set(models) == {MODEL, LABELLED, "missing_labels", "broken"}, index
+    for name in (MODEL, LABELLED):
+        assert models[name]["state"] == "READY"
+        assert models[name]["version"] == "1"
+        assert not models[name].get("reason")
+    assert models["missing_labels"]["state"] == "UNAVAILABLE"
+    assert "label_filename" in models["missing_labels"]["reason"]
+    assert models["broken"]["state"] == "UNAVAILABLE"
+    assert "config.pbtxt" in models["broken"]["reason"]
+
+
+def test_repository_index_ready_filter_and_repository_name(protocol_server):
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    with grpc.insecure_channel(protocol_server.grpc_address) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        ready = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(ready=True),
+                                     timeout=CALL_TIMEOUT_S)
+        assert sorted(m.name for m in ready.models) == sorted([MODEL, LABELLED])
+        assert all(m.state == "READY" for m in ready.models)
+        with pytest.raises(grpc.RpcError) as error:
+            stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(repository_name="other"),
+                                 timeout=CALL_TIMEOUT_S)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "repository_name" in error.value.details()
+
+
+def test_log_settings_get_and_set(protocol_triton, protocol_server):
+    settings = protocol_triton.get_log_settings(as_json=True, client_timeout=CALL_TIMEOUT_S)["settings"]
+    assert settings["log_info"]["bool_param"] is True
+    assert settings["log_warning"]["bool_param"] is True
+    assert settings["log_error"]["bool_param"] is True
+    assert settings["log_verbose_level"].get("uint32_param", 0) == 0
+    assert settings["log_format"]["string_param"] == "ISO8601"
+    assert "log_file" in settings
+
+    # Verbose: the server's debug lines appear (a rejected request logs one).
+    updated = protocol_triton.update_log_settings({"log_verbose_level": 1}, as_json=True,
+                                                  client_timeout=CALL_TIMEOUT_S)["settings"]
+    assert updated["log_verbose_level"]["uint32_param"] == 1
+    bad = np.zeros((1, IN_FEATURES + 1), dtype=np.float32)
+    with pytest.raises(grpcclient.InferenceServerException):
+        protocol_triton.infer(MODEL, [make_input(bad)], client_timeout=CALL_TIMEOUT_S)
+    protocol_server.wait_for_log(rf"debug ModelInfer '{MODEL}' rejected", 10)
+
+    # Warnings and errors only.
+    updated = protocol_triton.update_log_settings({"log_verbose_level": 0, "log_info": False},
+                                                  as_json=True, client_timeout=CALL_TIMEOUT_S)["settings"]
+    assert updated["log_info"]["bool_param"] is False
+    assert updated["log_warning"]["bool_param"] is True
+    assert protocol_triton.get_log_settings(as_json=True)["settings"]["log_info"]["bool_param"] is False
+    protocol_triton.update_log_settings({"log_info": True}, client_timeout=CALL_TIMEOUT_S)
+    assert protocol_triton.get_log_settings(as_json=True)["settings"]["log_info"]["bool_param"] is True
+
+
+# (key, which field of SettingValue, value): tritonclient picks the field by the key's name, so
+# wrong types are sent through the generated stub.
+@pytest.mark.parametrize("settings, fragment", [
+    ([("no_such_setting", "bool_param", True)], "unknown log setting 'no_such_setting'"),
+    ([("log_info", "uint32_param", 1)], "'log_info' must be a bool_param"),
+    ([("log_verbose_level", "bool_param", True)], "'log_verbose_level' must be a uint32_param"),
+    ([("log_verbose_level", None, None)], "'log_verbose_level' must be a uint32_param"),
+    ([("log_file", "string_param", "/tmp/ltserve.log")], "'log_file' can only be"),
+    ([("log_format", "string_param", "default")], "'log_format' can only be \"ISO8601\""),
+    ([("log_format", "bool_param", True)], "'log_format' must be a string_param"),
+    ([("log_info", "bool_param", False), ("log_verbose_level", "uint32_param", 1)], "one threshold"),
+    ([("log_error", "bool_param", False)], "one threshold"),
+    # One bad key in a request changes none of the others.
+    ([("log_info", "bool_param", False), ("bogus", "bool_param", True)], "unknown log setting 'bogus'"),
+])
+def test_log_settings_errors_change_nothing(protocol_triton, protocol_server, settings, fragment):
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    before = protocol_triton.get_log_settings(as_json=True, client_timeout=CALL_TIMEOUT_S)
+    request = service_pb2.LogSettingsRequest()
+    for key, field_name, value in settings:
+        entry = request.settings[key]
+        if field_name is not None:
+            setattr(entry, field_name, value)
+    with grpc.insecure_channel(protocol_server.grpc_address) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as error:
+            stub.LogSettings(request, timeout=CALL_TIMEOUT_S)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert fragment in error.value.details(), error.value.details()
+    assert protocol_triton.get_log_settings(as_json=True, client_timeout=CALL_TIMEOUT_S) == before
+
+
+def test_log_settings_unknown_key_through_tritonclient(protocol_triton):
+    expect_invalid_argument(lambda: protocol_triton.update_log_settings({"log_colour": True}),
+                            "unknown log setting 'log_colour'")
