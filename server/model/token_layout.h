@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "model/model_spec.h"
+#include "plan/plan.h"
 
 namespace ltserve {
 
@@ -23,21 +24,61 @@ namespace ltserve {
 // one: BERT's limit, which covers most encoders exported from PyTorch.
 inline constexpr std::int64_t kDefaultMaxSequenceLength = 512;
 
+// The executor inputs of a model that takes token ids (TokenLayout::ids): int32, one value per
+// packed real token, staged by the batcher from the request's ids, mask and token types.
+inline constexpr std::size_t kIdsInput = 0;       // the token's id
+inline constexpr std::size_t kPositionInput = 1;  // its position (the plan's PositionRule)
+inline constexpr std::size_t kTypeInput = 2;      // its token type; 0 when the config has none
+inline constexpr std::size_t kTokenIdInputs = 3;
+
+enum class MaskKind : std::uint8_t {
+  kKeyPadding,  // BOOL, true = padding: nn.TransformerEncoder's src_key_padding_mask
+  kAttention,   // INT64, INT32 or BOOL, nonzero = a real token: Hugging Face's attention_mask
+};
+
+// What the batcher checks and computes for a model that takes token ids (a Hugging Face
+// encoder): the ids' range, the positions and the token types.
+struct TokenIds {
+  std::size_t ids_input = 0;               // config input, INT64 or INT32 [batch, seq]
+  std::optional<std::size_t> type_input;   // config input of token_type_ids, same shape
+  std::int64_t vocab_size = 0;             // ids outside [0, vocab_size): INVALID_ARGUMENT
+  std::int64_t type_vocab_size = 0;        // types outside [0, type_vocab_size): same
+  plan::PositionRule positions = plan::PositionRule::kColumn;
+  std::int64_t padding_id = 0;             // kAfterPadding's
+  bool first_token_real = false;           // first-token pooling: a row's column 0 is real
+};
+
+// What the loader found in the module about its token inputs, besides the config.
+struct TokenModelFacts {
+  std::optional<std::size_t> mask_input;  // config input of the mask
+  MaskKind mask_kind = MaskKind::kKeyPadding;
+  std::optional<TokenIds> ids;            // token ids in (a kTokenIds plan)
+  bool pooled = false;                    // outputs per sequence, [batch, width]
+  std::int64_t max_positions = 0;         // the longest sequence the model can embed; 0: any
+};
+
 struct TokenLayout {
   // Config inputs whose tokens the executor receives, in the executor's input order.
   std::vector<std::size_t> token_inputs;
   // The config input whose dims [batch, seq, ...] give a request's sequence length
   // (token_inputs.front()).
   std::size_t sequence_input = 0;
-  // The config input that is a key-padding mask, BOOL [batch, seq] with true = padding: the
-  // batcher drops padded tokens before the executor and puts zeros at their output positions.
+  // The config input that is a mask [batch, seq] (mask_kind says which values are padding):
+  // the batcher drops padded tokens before the executor and, for per-token outputs, puts zeros
+  // at their output positions.
   std::optional<std::size_t> mask_input;
+  MaskKind mask_kind = MaskKind::kKeyPadding;
+  // Token ids in: the executor's inputs are kIdsInput, kPositionInput and kTypeInput, not the
+  // config's token inputs.
+  std::optional<TokenIds> ids;
+  // Outputs have one row per sequence ([batch, width], a pooled encoder), not per token.
+  bool pooled = false;
   // The longest seq one request may send (longer: INVALID_ARGUMENT naming both numbers).
   std::int64_t max_sequence_length = kDefaultMaxSequenceLength;
   // Tokens one executed batch holds: what the scheduler packs up to and executors are sized for.
   // 0: no budget beyond max_batch_size (only layouts built by hand, in tests).
   std::int64_t max_batch_tokens = 0;
-  // Bytes of one token of each config output (width x element size): outputs are per token.
+  // Bytes of one token (one sequence when pooled) of each config output: width x element size.
   std::vector<std::size_t> output_token_bytes;
 };
 
@@ -48,6 +89,11 @@ struct TokenLayout {
 // when the config cannot describe a token model (no batch dimension, no token input, an output
 // without a per-token width).
 Result<TokenLayout> MakeTokenLayout(const ModelSpec& spec, std::optional<std::size_t> mask_input);
+
+// The same for any token model: with `facts.ids` the layout of a token-id model, whose
+// sequence input is the ids, whose max_sequence_length may not exceed facts.max_positions
+// (INVALID_ARGUMENT naming both), and whose outputs are [width] when pooled.
+Result<TokenLayout> MakeTokenLayout(const ModelSpec& spec, const TokenModelFacts& facts);
 
 // The config tensors an executor of this model receives as its inputs: the layout's token
 // inputs in order, or every input of a model without a layout.

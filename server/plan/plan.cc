@@ -18,6 +18,27 @@ const char* ActivationName(Activation activation) {
   return "?";
 }
 
+const char* PoolingName(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kFirst: return "first-token";
+    case Pooling::kMean: return "mean";
+    case Pooling::kMax: return "max";
+  }
+  return "?";
+}
+
+const EmbeddingOp* Plan::embedding() const {
+  if (input_kind_ != InputKind::kTokenIds || ops_.empty()) return nullptr;
+  return std::get_if<EmbeddingOp>(&ops_.front());
+}
+
+std::size_t Plan::pool_index() const {
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    if (std::holds_alternative<PoolOp>(ops_[i])) return i;
+  }
+  return ops_.size();
+}
+
 ValueId Plan::AddValue(std::string name, std::int64_t width) {
   values_.push_back(Value{std::move(name), width});
   return static_cast<ValueId>(values_.size() - 1);
@@ -95,9 +116,38 @@ Status Plan::Validate() const {
             LTSERVE_RETURN_IF_ERROR(check.Id(op.a, "add input", i));
             LTSERVE_RETURN_IF_ERROR(check.Width(op.b, values_[op.a].width, "add input", i));
             LTSERVE_RETURN_IF_ERROR(check.Width(op.output, values_[op.a].width, "add output", i));
+          } else if constexpr (std::is_same_v<T, EmbeddingOp>) {
+            if (i != 0 || input_kind_ != InputKind::kTokenIds || op.output != input_) {
+              return Internal("plan op " + std::to_string(i) + ": an embedding is op 0 of a "
+                              "token-id plan and writes its input value");
+            }
+            LTSERVE_RETURN_IF_ERROR(check.Id(op.output, "embedding output", i));
+            const auto width = static_cast<std::size_t>(values_[op.output].width);
+            if (op.vocab_size < 1 || op.max_positions < 1 || op.type_vocab_size < 0 ||
+                op.word.size() != width * op.vocab_size || op.position.size() != width * op.max_positions ||
+                op.token_type.size() != width * op.type_vocab_size ||
+                op.gamma.size() != width || op.beta.size() != width) {
+              return Internal("plan op " + std::to_string(i) + ": embedding table sizes do not "
+                              "match vocab " + std::to_string(op.vocab_size) + ", positions " +
+                              std::to_string(op.max_positions) + ", types " +
+                              std::to_string(op.type_vocab_size) + " and width " +
+                              std::to_string(width));
+            }
+          } else if constexpr (std::is_same_v<T, PoolOp>) {
+            LTSERVE_RETURN_IF_ERROR(check.Id(op.input, "pool input", i));
+            LTSERVE_RETURN_IF_ERROR(
+                check.Width(op.output, values_[op.input].width, "pool output", i));
+            if (!TakesTokens(input_kind_) || i != pool_index()) {
+              return Internal("plan op " + std::to_string(i) + ": pooling needs token rows, "
+                              "once per plan");
+            }
+          } else if constexpr (std::is_same_v<T, L2NormalizeOp>) {
+            LTSERVE_RETURN_IF_ERROR(check.Id(op.input, "normalize input", i));
+            LTSERVE_RETURN_IF_ERROR(
+                check.Width(op.output, values_[op.input].width, "normalize output", i));
           } else if constexpr (std::is_same_v<T, AttentionOp>) {
             const std::int64_t d = op.num_heads * op.head_dim;
-            if (input_kind_ != InputKind::kTokens) {
+            if (!TakesTokens(input_kind_) || i > pool_index()) {
               return Internal("plan op " + std::to_string(i) + ": attention needs a token input");
             }
             LTSERVE_RETURN_IF_ERROR(check.Width(op.qkv, 3 * d, "attention qkv", i));
@@ -108,12 +158,63 @@ Status Plan::Validate() const {
         ops_[i]);
     LTSERVE_RETURN_IF_ERROR(status);
   }
+  if (input_kind_ == InputKind::kTokenIds && embedding() == nullptr) {
+    return Internal("a token-id plan starts with its embedding");
+  }
+  return CheckRowDomains();
+}
+
+// Values written after the PoolOp have a row per sequence, the others a row per token; no op
+// may mix them (a residual across the pooling, a head reading token rows).
+Status Plan::CheckRowDomains() const {
+  const std::size_t pool = pool_index();
+  std::vector<int> domain(values_.size(), -1);  // -1 unwritten, 0 tokens/rows, 1 sequences
+  domain[input_] = 0;
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    const int written = i >= pool ? 1 : 0;
+    const int read = i > pool ? 1 : 0;
+    std::vector<ValueId> reads;
+    ValueId output = kNoValue;
+    std::visit(
+        [&](const auto& op) {
+          using T = std::decay_t<decltype(op)>;
+          output = op.output;
+          if constexpr (std::is_same_v<T, AddOp>) {
+            reads = {op.a, op.b};
+          } else if constexpr (std::is_same_v<T, AttentionOp>) {
+            reads = {op.qkv};
+          } else if constexpr (std::is_same_v<T, LinearOp> || std::is_same_v<T, LayerNormOp>) {
+            reads = {op.input, op.residual};
+          } else if constexpr (!std::is_same_v<T, EmbeddingOp>) {
+            reads = {op.input};
+          }
+        },
+        ops_[i]);
+    for (ValueId id : reads) {
+      if (id == kNoValue) continue;
+      if (domain[id] != read) {
+        return Internal("plan op " + std::to_string(i) + " reads value '" + values_[id].name +
+                        "' " + (domain[id] < 0 ? "before it is written" : "across the pooling"));
+      }
+    }
+    if (domain[output] >= 0 && domain[output] != written) {
+      return Internal("plan op " + std::to_string(i) + " writes '" + values_[output].name +
+                      "' on both sides of the pooling");
+    }
+    domain[output] = written;
+  }
+  if (domain[output_] != (pool < ops_.size() ? 1 : 0)) {
+    return Internal("the plan's output is not written after its last row change");
+  }
   return Status::Ok();
 }
 
 std::string Plan::Describe() const {
   std::ostringstream out;
-  out << (input_kind_ == InputKind::kTokens ? "tokens" : "rows") << " in " << input_width()
+  out << (input_kind_ == InputKind::kTokenIds ? "token ids"
+          : input_kind_ == InputKind::kTokens ? "tokens"
+                                              : "rows")
+      << " in " << input_width()
       << ", out " << output_width() << ":";
   for (const Op& op : ops_) {
     out << " [";
@@ -134,6 +235,13 @@ std::string Plan::Describe() const {
             out << "add";
           } else if constexpr (std::is_same_v<T, AttentionOp>) {
             out << "attention " << o.num_heads << "x" << o.head_dim;
+          } else if constexpr (std::is_same_v<T, EmbeddingOp>) {
+            out << "embedding " << o.vocab_size << "x" << values_[o.output].width << " +positions "
+                << o.max_positions << (o.token_type.empty() ? "" : " +types") << " +layernorm";
+          } else if constexpr (std::is_same_v<T, PoolOp>) {
+            out << PoolingName(o.pooling) << " pooling";
+          } else if constexpr (std::is_same_v<T, L2NormalizeOp>) {
+            out << "l2-normalize";
           }
         },
         op);
@@ -160,6 +268,9 @@ std::size_t Plan::WeightBytes(std::size_t bytes_per_element) const {
       elements += linear->weight.size() + linear->bias.size();
     } else if (const auto* norm = std::get_if<LayerNormOp>(&op)) {
       elements += norm->gamma.size() + norm->beta.size();
+    } else if (const auto* embedding = std::get_if<EmbeddingOp>(&op)) {
+      // A forward reads one table row per token, not the tables: the floor counts the norm only.
+      elements += embedding->gamma.size() + embedding->beta.size();
     }
   }
   return elements * bytes_per_element;

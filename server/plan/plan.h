@@ -86,7 +86,59 @@ struct AttentionOp {
   std::int64_t head_dim = 0;
 };
 
-using Op = std::variant<LinearOp, ActivationOp, LayerNormOp, AddOp, AttentionOp>;
+// Where a token's position embedding row comes from. The batcher computes the positions from
+// each request row (it sees the padding), so the plan only says which rule the model follows.
+enum class PositionRule : std::uint8_t {
+  kColumn,        // the token's column in its row, padding included (BERT, DistilBERT)
+  kAfterPadding,  // RoBERTa: padding_id + the count of non-padding ids up to and including it;
+                  // a token whose id is padding_id gets padding_id
+};
+
+// A Hugging Face encoder's embeddings, token ids in: LayerNorm(word[id] + position[pos] +
+// token_type[type]) per token, one gather on the GPU. Its ids, positions and token types are
+// the executor's three int32 token inputs (model/token_layout.h, kIdsInput...), already
+// checked against the table sizes by the batcher; `output` is the plan's input value.
+struct EmbeddingOp {
+  ValueId output = kNoValue;
+  std::int64_t vocab_size = 0;
+  std::int64_t max_positions = 0;
+  std::int64_t type_vocab_size = 0;  // 0: no token-type table (DistilBERT)
+  std::vector<float> word;        // [vocab_size, width]
+  std::vector<float> position;    // [max_positions, width]
+  std::vector<float> token_type;  // [type_vocab_size, width], empty when type_vocab_size is 0
+  PositionRule positions = PositionRule::kColumn;
+  std::int64_t padding_id = 0;    // kAfterPadding's padding index
+  float eps = 1e-12f;
+  std::vector<float> gamma;  // [width]
+  std::vector<float> beta;   // [width]
+};
+
+enum class Pooling : std::uint8_t {
+  kFirst,  // the first token of the row (BERT's [CLS]); the batcher refuses rows whose first
+           // token is padding
+  kMean,   // the mean over the real tokens (sentence-transformers); 0 for a row of none
+  kMax,    // the element-wise max over the real tokens; `empty_value` for a row of none
+};
+const char* PoolingName(Pooling pooling);
+
+// Token rows to one row per sequence: the step after which every value has a row per
+// sequence, not per token (Plan::output_per_sequence).
+struct PoolOp {
+  ValueId input = kNoValue;
+  ValueId output = kNoValue;
+  Pooling pooling = Pooling::kMean;
+  float empty_value = 0.0f;  // kMax of a sequence of no real tokens (the model's fill value)
+};
+
+// y = x / max(||x||₂, eps) per row (torch.nn.functional.normalize).
+struct L2NormalizeOp {
+  ValueId input = kNoValue;
+  ValueId output = kNoValue;
+  float eps = 1e-12f;
+};
+
+using Op = std::variant<LinearOp, ActivationOp, LayerNormOp, AddOp, AttentionOp, EmbeddingOp,
+                        PoolOp, L2NormalizeOp>;
 
 struct Value {
   std::string name;  // for logs and errors: "0.linear1", "layers.3.attn_out"
@@ -96,7 +148,12 @@ struct Value {
 enum class InputKind : std::uint8_t {
   kRows,    // input [batch, width...]: one row per sample (MLP); extra dims are flattened
   kTokens,  // input [batch, seq, width]: one row per token, sequences packed (encoder)
+  kTokenIds,  // token ids in (a Hugging Face encoder): ops()[0] is the EmbeddingOp, whose output
+              // is input(); rows are tokens, packed as for kTokens
 };
+
+// kTokens and kTokenIds: one row per token, sequences packed, attention per sequence.
+inline bool TakesTokens(InputKind kind) { return kind != InputKind::kRows; }
 
 class Plan {
  public:
@@ -105,7 +162,9 @@ class Plan {
   void SetInput(ValueId id, InputKind kind) { input_ = id; input_kind_ = kind; }
   void SetOutput(ValueId id) { output_ = id; }
 
-  // Checks ids, widths and weight sizes; an executor may assume a validated plan.
+  // Checks ids, widths and weight sizes, and that rows stay per token until one PoolOp and per
+  // sequence after it (no attention after pooling, no value of one kind read as the other);
+  // an executor may assume a validated plan.
   Status Validate() const;
 
   const std::vector<Value>& values() const { return values_; }
@@ -115,14 +174,23 @@ class Plan {
   InputKind input_kind() const { return input_kind_; }
   std::int64_t input_width() const { return values_.at(input_).width; }
   std::int64_t output_width() const { return values_.at(output_).width; }
+  // The EmbeddingOp of a kTokenIds plan (ops()[0]), else null.
+  const EmbeddingOp* embedding() const;
+  // The ops from index pool_index() on have one row per sequence: the output is [batch, width].
+  bool output_per_sequence() const { return pool_index() < ops_.size(); }
+  // Index of the PoolOp, or ops().size() when there is none.
+  std::size_t pool_index() const;
 
   // One line per op, e.g. "linear 1024->4096 +bias relu (fused)"; logged at load.
   std::string Describe() const;
   // FLOPs per row (per token for kTokens, attention excluded), for benchmarks' floors.
   double FlopsPerRow() const;
+  // Bytes a forward reads from weights (an embedding reads one table row per token: not counted).
   std::size_t WeightBytes(std::size_t bytes_per_element) const;
 
  private:
+  Status CheckRowDomains() const;
+
   std::vector<Value> values_;
   std::vector<Op> ops_;
   ValueId input_ = kNoValue;
