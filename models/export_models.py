@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Writes Triton-layout model repositories of TorchScript models for ltserve.
 
-  python models/export_models.py --repo DIR --set demo|test|encoder
+  python models/export_models.py --repo DIR --set demo|test|encoder|hf
 
 Layout: DIR/<model>/config.pbtxt and DIR/<model>/1/model.pt. Weights come from a fixed seed,
 so two runs write the same models. `demo` holds the models the server ships with; `test` holds
 one model per module type the loader lowers (scripted and traced), the I/O precision variants,
 and models it must refuse to lower, for the C++ tests of server/torch and server/cpu; `encoder`
-holds transformer encoders (models/encoder_models.py).
+holds transformer encoders (models/encoder_models.py); `hf` holds Hugging Face encoders with
+token ids in (models/hf_models.py; needs `transformers`).
 Model files are build products: they are never committed.
 """
 
@@ -235,13 +236,16 @@ def export_test(exporter):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, help="model repository folder to write")
-    parser.add_argument("--set", choices=("demo", "test", "encoder"), default="demo", dest="which")
+    parser.add_argument("--set", choices=("demo", "test", "encoder", "hf"), default="demo", dest="which")
     args = parser.parse_args(argv)
     exporter = Exporter(args.repo)
     if args.which == "demo":
         export_demo(exporter)
     elif args.which == "encoder":
         export_encoders(exporter, SEED)
+    elif args.which == "hf":
+        from hf_models import export_hf  # transformers is imported only for this set
+        export_hf(pathlib.Path(args.repo))
     else:
         export_test(exporter)
     return 0

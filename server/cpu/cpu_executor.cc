@@ -57,12 +57,16 @@ Status CheckSupported(const plan::Plan& plan) {
             if (op.output == op.a || op.output == op.b || op.output == plan.input()) {
               return Unimplemented("plan op " + std::to_string(i) + " writes a value it reads");
             }
+          } else if constexpr (std::is_same_v<T, plan::EmbeddingOp>) {
+            return Status::Ok();  // writes the plan input, which a token-id plan computes
           } else if constexpr (std::is_same_v<T, plan::ActivationOp>) {
             if (op.output == plan.input()) {
               return Unimplemented("plan op " + std::to_string(i) + " writes the plan input");
             }
           } else {
-            if (op.output == op.input || op.output == op.residual || op.output == plan.input()) {
+            bool reads_output = op.output == op.input || op.output == plan.input();
+            if constexpr (requires { op.residual; }) reads_output |= op.output == op.residual;
+            if (reads_output) {
               return Unimplemented("plan op " + std::to_string(i) + " writes a value it reads");
             }
           }
@@ -83,6 +87,13 @@ OpWeights WeightsOf(const plan::Op& op) {
   } else if (const auto* norm = std::get_if<plan::LayerNormOp>(&op)) {
     weights.gamma = View(norm->gamma, {static_cast<std::int64_t>(norm->gamma.size())});
     weights.beta = View(norm->beta, {static_cast<std::int64_t>(norm->beta.size())});
+  } else if (const auto* embedding = std::get_if<plan::EmbeddingOp>(&op)) {
+    const auto width = static_cast<std::int64_t>(embedding->gamma.size());
+    weights.word = View(embedding->word, {embedding->vocab_size, width});
+    weights.position = View(embedding->position, {embedding->max_positions, width});
+    weights.token_type = View(embedding->token_type, {embedding->type_vocab_size, width});
+    weights.gamma = View(embedding->gamma, {width});
+    weights.beta = View(embedding->beta, {width});
   }
   return weights;
 }
@@ -110,9 +121,37 @@ std::int64_t ConfiguredWidth(const TensorSpec& tensor, bool tokens) {
   return tokens && !tensor.dims.empty() ? tensor.dims.back() : aten::ElementCount(tensor.dims);
 }
 
+// A token-id plan: its inputs are the batcher's three int32 arrays, so only the output is
+// the config's; [width] per sequence when pooled, [seq, width] per token otherwise.
+Result<std::shared_ptr<const CpuModel>> BuildTokenIdModel(std::shared_ptr<const plan::Plan> plan,
+                                                          const ModelSpec& spec,
+                                                          const std::optional<TokenLayout>& tokens) {
+  if (!tokens || !tokens->ids || tokens->max_batch_tokens < 1 || spec.outputs.size() != 1 ||
+      tokens->pooled != plan->output_per_sequence()) {
+    return InvalidArgument("a token-id plan needs its token layout (ids, token budget, pooled "
+                           "as the plan) and one output");
+  }
+  auto model = std::make_shared<CpuModel>();
+  LTSERVE_ASSIGN_OR_RETURN(model->output_dtype, PlanIoType(spec.outputs[0]));
+  const std::vector<std::int64_t>& dims = spec.outputs[0].dims;
+  if (dims.empty() || dims.back() != plan->output_width()) {
+    return InvalidArgument("output dims " + aten::DimsToString(dims) + " do not end in the plan's "
+                           "width " + std::to_string(plan->output_width()));
+  }
+  model->output_dims = dims;
+  model->tokens = true;
+  model->token_ids = true;
+  model->max_rows = tokens->max_batch_tokens;
+  model->max_sequences = std::max(spec.max_batch_size, 1);
+  for (const plan::Op& op : plan->ops()) model->weights.push_back(WeightsOf(op));
+  model->plan = std::move(plan);
+  return std::shared_ptr<const CpuModel>(std::move(model));
+}
+
 Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::Plan> plan,
                                                    const ModelSpec& spec,
                                                    const std::optional<TokenLayout>& tokens) {
+  if (plan->input_kind() == plan::InputKind::kTokenIds) return BuildTokenIdModel(plan, spec, tokens);
   const std::vector<TensorSpec> inputs = ExecutorInputs(spec, tokens);
   if (inputs.size() != 1 || spec.outputs.size() != 1) {
     return InvalidArgument("the CPU executor runs models of one input and one output; '" +
@@ -123,6 +162,7 @@ Result<std::shared_ptr<const CpuModel>> BuildModel(std::shared_ptr<const plan::P
   LTSERVE_ASSIGN_OR_RETURN(model->input_dtype, PlanIoType(inputs[0]));
   LTSERVE_ASSIGN_OR_RETURN(model->output_dtype, PlanIoType(spec.outputs[0]));
   model->tokens = plan->input_kind() == plan::InputKind::kTokens;
+  model->max_sequences = std::max(spec.max_batch_size, 1);
   if (model->tokens && (!tokens || tokens->max_batch_tokens < 1 || inputs[0].dims.size() != 2)) {
     return InvalidArgument("a token plan needs its token layout with a token budget and input "
                            "dims [seq, width]");

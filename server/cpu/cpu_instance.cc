@@ -3,6 +3,7 @@
 // Attention is the exception: ATen's scaled_dot_product_attention returns new tensors.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <span>
 #include <string>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "cpu/cpu_model.h"
+#include "model/token_layout.h"
 #include "torch/aten_util.h"
 
 namespace ltserve::cpu {
@@ -45,23 +47,31 @@ class CpuInstance : public ExecutorInstance {
   explicit CpuInstance(std::shared_ptr<const CpuModel> model) : model_(std::move(model)) {
     const plan::Plan& plan = *model_->plan;
     const std::int64_t rows = model_->max_rows;
-    staging_.resize(rows * plan.input_width() * c10::elementSize(model_->input_dtype));
+    // After a PoolOp the rows are sequences, which may outnumber the tokens (empty rows).
+    const std::int64_t value_rows = std::max(rows, model_->max_sequences);
+    if (model_->token_ids) {
+      staging_.resize(kTokenIdInputs * rows * sizeof(std::int32_t));
+      embedding_scratch_ = at::empty({rows, plan.input_width()}, at::kFloat);
+    } else {
+      staging_.resize(rows * plan.input_width() * c10::elementSize(model_->input_dtype));
+    }
     for (const plan::Value& value : plan.values()) {
-      values_.push_back(at::empty({rows, value.width}, at::kFloat));
+      values_.push_back(at::empty({value_rows, value.width}, at::kFloat));
     }
     // fp32 input needs no conversion: the plan reads the staging buffer directly.
-    if (model_->input_dtype == at::kFloat) {
+    if (model_->input_dtype == at::kFloat && !model_->token_ids) {
       values_[plan.input()] =
           at::from_blob(staging_.data(), {rows, plan.input_width()}, at::kFloat);
     }
     if (model_->output_dtype != at::kFloat) {
-      converted_output_ = at::empty({rows, plan.output_width()}, model_->output_dtype);
+      converted_output_ = at::empty({value_rows, plan.output_width()}, model_->output_dtype);
     }
-    norm_mean_ = at::empty({rows, 1}, at::kFloat);
-    norm_rstd_ = at::empty({rows, 1}, at::kFloat);
+    norm_mean_ = at::empty({value_rows, 1}, at::kFloat);
+    norm_rstd_ = at::empty({value_rows, 1}, at::kFloat);
   }
 
   Result<std::span<std::byte>> InputBuffer(std::size_t index, std::size_t bytes) override {
+    if (model_->token_ids) return TokenIdBuffer(index, bytes);
     if (index != 0)
       return InvalidArgument("input index " + std::to_string(index) + " out of range");
     if (bytes > staging_.size()) {
@@ -75,10 +85,14 @@ class CpuInstance : public ExecutorInstance {
     rows_ = 0;
     executed_ = false;
     LTSERVE_ASSIGN_OR_RETURN(std::int64_t rows, RowsOf(shape));
+    if (model_->plan->output_per_sequence() && shape.batch_size > model_->max_sequences) {
+      return InvalidArgument(std::to_string(shape.batch_size) + " sequences exceed the " +
+                             std::to_string(model_->max_sequences) + " an instance holds");
+    }
     try {
       Clock::time_point start = Clock::now();
       const plan::Plan& plan = *model_->plan;
-      if (model_->input_dtype != at::kFloat) {
+      if (model_->input_dtype != at::kFloat && !model_->token_ids) {
         at::Tensor raw =
             at::from_blob(staging_.data(), {rows, plan.input_width()}, model_->input_dtype);
         Rows(plan.input(), rows).copy_(raw);
@@ -86,9 +100,13 @@ class CpuInstance : public ExecutorInstance {
       if (timings != nullptr) timings->input_ns = NanosSince(start);
 
       start = Clock::now();
+      // Ops from the pooling on run over one row per sequence.
+      const std::size_t pool = plan.pool_index();
       for (std::size_t i = 0; i < plan.ops().size(); ++i) {
-        std::visit([&](const auto& op) { Run(op, model_->weights[i], rows); }, plan.ops()[i]);
+        const std::int64_t op_rows = i < pool ? rows : shape.batch_size;
+        std::visit([&](const auto& op) { Run(op, model_->weights[i], op_rows); }, plan.ops()[i]);
       }
+      if (plan.output_per_sequence()) rows = shape.batch_size;
       if (timings != nullptr) timings->infer_ns = NanosSince(start);
 
       start = Clock::now();
@@ -114,7 +132,7 @@ class CpuInstance : public ExecutorInstance {
 
   std::vector<std::int64_t> OutputShape(std::size_t index) const override {
     if (index != 0 || !executed_) return {};
-    if (model_->tokens) return {rows_, model_->plan->output_width()};
+    if (model_->tokens) return {rows_, model_->plan->output_width()};  // tokens, or sequences
     std::vector<std::int64_t> shape = model_->output_dims;
     if (model_->has_batch_dim) shape.insert(shape.begin(), rows_);
     return shape;
@@ -161,6 +179,69 @@ class CpuInstance : public ExecutorInstance {
   }
 
   at::Tensor Rows(plan::ValueId id, std::int64_t rows) { return values_[id].narrow(0, 0, rows); }
+
+  Result<std::span<std::byte>> TokenIdBuffer(std::size_t index, std::size_t bytes) {
+    const std::size_t each = staging_.size() / kTokenIdInputs;
+    if (index >= kTokenIdInputs) {
+      return InvalidArgument("input index " + std::to_string(index) + " out of range");
+    }
+    if (bytes > each) {
+      return InvalidArgument(std::to_string(bytes) + " input bytes exceed the " +
+                             std::to_string(each) + " a full batch holds");
+    }
+    return std::span<std::byte>(staging_.data() + index * each, bytes);
+  }
+
+  // Token-id input `index` of the current batch, as int64 indices for index_select.
+  at::Tensor TokenIds(std::size_t index, std::int64_t rows) {
+    const std::size_t each = staging_.size() / kTokenIdInputs;
+    return at::from_blob(staging_.data() + index * each, {rows}, at::kInt);
+  }
+
+  // LayerNorm(word[id] + position[pos] + type[type]); the batcher checked every index.
+  void Run(const plan::EmbeddingOp& op, const OpWeights& weights, std::int64_t rows) {
+    at::Tensor out = Rows(op.output, rows);
+    at::Tensor sum = embedding_scratch_.narrow(0, 0, rows);
+    at::index_select_out(sum, weights.word, 0, TokenIds(kIdsInput, rows));
+    at::index_select_out(out, weights.position, 0, TokenIds(kPositionInput, rows));
+    sum.add_(out);
+    if (weights.token_type.defined()) {
+      at::index_select_out(out, weights.token_type, 0, TokenIds(kTypeInput, rows));
+      sum.add_(out);
+    }
+    at::Tensor mean = norm_mean_.narrow(0, 0, rows);
+    at::Tensor rstd = norm_rstd_.narrow(0, 0, rows);
+    at::native_layer_norm_out(out, mean, rstd, sum, {out.size(1)}, Optional(weights.gamma),
+                              Optional(weights.beta), op.eps);
+  }
+
+  // One output row per sequence of the packed token rows; `sequences` is the batch's count.
+  void Run(const plan::PoolOp& op, const OpWeights&, std::int64_t sequences) {
+    std::int64_t offset = 0;
+    for (std::int64_t s = 0; s < sequences; ++s) {
+      const std::int32_t length = sequence_lengths_[static_cast<std::size_t>(s)];
+      at::Tensor row = values_[op.output].select(0, s);
+      const at::Tensor tokens = values_[op.input].narrow(0, offset, length);
+      offset += length;
+      if (length == 0) {
+        row.fill_(op.pooling == plan::Pooling::kMax ? op.empty_value : 0.0f);
+        continue;
+      }
+      switch (op.pooling) {
+        case plan::Pooling::kFirst: row.copy_(tokens.select(0, 0)); break;
+        case plan::Pooling::kMean: at::mean_out(row, tokens, {0}); break;
+        case plan::Pooling::kMax: at::amax_out(row, tokens, {0}); break;
+      }
+    }
+  }
+
+  void Run(const plan::L2NormalizeOp& op, const OpWeights&, std::int64_t rows) {
+    at::Tensor norms = norm_mean_.narrow(0, 0, rows);
+    at::linalg_vector_norm_out(norms, Rows(op.input, rows), 2, {1}, true);
+    norms.clamp_min_(op.eps);
+    at::Tensor out = Rows(op.output, rows);
+    at::div_out(out, Rows(op.input, rows), norms);
+  }
 
   void Run(const plan::LinearOp& op, const OpWeights& weights, std::int64_t rows) {
     at::Tensor out = Rows(op.output, rows);
@@ -224,7 +305,8 @@ class CpuInstance : public ExecutorInstance {
   std::vector<std::byte> staging_;
   std::vector<at::Tensor> values_;  // one [max_rows, width] fp32 buffer per plan value
   at::Tensor converted_output_;     // the output in the configured dtype, when not fp32
-  at::Tensor norm_mean_;            // LayerNorm statistics, [max_rows, 1]
+  at::Tensor embedding_scratch_;    // token-id plans: the embedding sum before its norm
+  at::Tensor norm_mean_;            // LayerNorm statistics and row norms, [rows, 1]
   at::Tensor norm_rstd_;
   std::int64_t rows_ = 0;  // rows of the last successful Execute (0 for a batch of no tokens)
   bool executed_ = false;  // the last Execute succeeded: Output and OutputShape are valid

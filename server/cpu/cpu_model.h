@@ -19,6 +19,10 @@ struct OpWeights {
   at::Tensor bias;
   at::Tensor gamma;
   at::Tensor beta;
+  // EmbeddingOp: [rows, width] views of its tables (weight_t unused).
+  at::Tensor word;
+  at::Tensor position;
+  at::Tensor token_type;
 };
 
 // Immutable after creation; shared by the factory and its instances.
@@ -31,7 +35,10 @@ struct CpuModel {
   // Rows an instance holds: samples of a row plan, packed tokens of a token plan.
   std::int64_t max_rows = 1;
   bool has_batch_dim = true;
-  bool tokens = false;  // a token plan (InputKind::kTokens): BatchShape carries sequence lengths
+  bool tokens = false;  // a token plan (kTokens, kTokenIds): BatchShape carries sequence lengths
+  bool token_ids = false;  // kTokenIds: three int32 inputs (model/token_layout.h, kIdsInput...)
+  // Sequences an instance holds (rows after a PoolOp): max_batch_size.
+  std::int64_t max_sequences = 1;
 };
 
 // Creates instance buffers for `model`; all allocation of an instance happens here.

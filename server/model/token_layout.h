@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -55,6 +56,7 @@ struct TokenModelFacts {
   std::optional<TokenIds> ids;            // token ids in (a kTokenIds plan)
   bool pooled = false;                    // outputs per sequence, [batch, width]
   std::int64_t max_positions = 0;         // the longest sequence the model can embed; 0: any
+  std::string architecture;               // "BertModel", for the load log
 };
 
 struct TokenLayout {

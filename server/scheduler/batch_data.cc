@@ -1,6 +1,8 @@
 #include "scheduler/batch_data.h"
 
+#include <array>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace ltserve {
@@ -17,42 +19,64 @@ std::vector<std::int64_t> ExecutorDims(const std::vector<std::int64_t>& sent, Ba
   return sent;
 }
 
-// Calls fn(first, count, padding) for each run of equal mask values of one sample's `mask` (one
-// BOOL byte per token, nonzero = padding), in order: a copy per run instead of per token.
+// One sample's mask row: `tokens` elements of `element_bytes` (1 for BOOL, 4 or 8 for INT32 or
+// INT64), padding where an element is nonzero for a key-padding mask and zero for an attention
+// mask (model/token_layout.h, MaskKind).
+struct MaskRow {
+  std::span<const std::byte> bytes;
+  std::size_t element_bytes = 1;
+  bool nonzero_is_padding = true;
+
+  std::size_t size() const { return bytes.size() / element_bytes; }
+  bool Padding(std::size_t token) const {
+    bool nonzero = false;
+    for (std::size_t i = 0; i < element_bytes; ++i) {
+      nonzero |= bytes[token * element_bytes + i] != std::byte{0};
+    }
+    return nonzero == nonzero_is_padding;
+  }
+};
+
+// Calls fn(first, count, padding) for each run of equal mask values of one sample's `mask`, in
+// order: a copy per run instead of per token.
 template <typename Fn>
-void ForEachRun(std::span<const std::byte> mask, Fn&& fn) {
+void ForEachRun(const MaskRow& mask, Fn&& fn) {
   std::size_t first = 0;
-  while (first < mask.size()) {
-    const bool padding = mask[first] != std::byte{0};
+  const std::size_t tokens = mask.size();
+  while (first < tokens) {
+    const bool padding = mask.Padding(first);
     std::size_t end = first + 1;
-    while (end < mask.size() && (mask[end] != std::byte{0}) == padding) ++end;
+    while (end < tokens && mask.Padding(end) == padding) ++end;
     fn(first, end - first, padding);
     first = end;
   }
 }
 
-// Sample `sample`'s mask row of a request validated against a key-padding mask input.
-std::span<const std::byte> MaskRow(const InferenceRequest& request, std::size_t mask_input,
-                                   std::int64_t sample) {
+// Sample `sample`'s mask row of a request validated against the layout's mask input.
+MaskRow MaskRowOf(const InferenceRequest& request, const TokenLayout& tokens,
+                  std::int64_t sample) {
   const auto seq = static_cast<std::size_t>(request.sequence_length);
-  return request.inputs[mask_input].bytes.subspan(static_cast<std::size_t>(sample) * seq, seq);
+  const std::span<const std::byte> bytes = request.inputs[*tokens.mask_input].bytes;
+  const std::size_t element = bytes.size() / (static_cast<std::size_t>(request.batch_size) * seq);
+  return MaskRow{bytes.subspan(static_cast<std::size_t>(sample) * seq * element, seq * element),
+                 element, tokens.mask_kind == MaskKind::kKeyPadding};
 }
 
-std::int32_t RealTokens(std::span<const std::byte> mask_row) {
+std::int32_t RealTokens(const MaskRow& mask_row) {
   std::int32_t real = 0;
-  for (std::byte value : mask_row) real += value == std::byte{0} ? 1 : 0;
+  for (std::size_t t = 0; t < mask_row.size(); ++t) real += mask_row.Padding(t) ? 0 : 1;
   return real;
 }
 
 // Copies the real tokens of `request`'s input `input` to `cursor`; returns the end.
 std::byte* CopyRealTokens(const InferenceRequest& request, std::size_t input,
-                          std::size_t mask_input, std::byte* cursor) {
+                          const TokenLayout& tokens, std::byte* cursor) {
   const std::span<const std::byte> bytes = request.inputs[input].bytes;
   const std::int64_t seq = request.sequence_length;
   const std::size_t token_bytes = bytes.size() / static_cast<std::size_t>(request.batch_size * seq);
   for (std::int64_t b = 0; b < request.batch_size; ++b) {
     const std::byte* sample = bytes.data() + static_cast<std::size_t>(b * seq) * token_bytes;
-    ForEachRun(MaskRow(request, mask_input, b), [&](std::size_t first, std::size_t count, bool pad) {
+    ForEachRun(MaskRowOf(request, tokens, b), [&](std::size_t first, std::size_t count, bool pad) {
       if (pad) return;
       std::memcpy(cursor, sample + first * token_bytes, count * token_bytes);
       cursor += count * token_bytes;
@@ -82,13 +106,81 @@ Status StageTokenInputs(ExecutorInstance& instance, BatchRequests requests,
     std::byte* cursor = buffer.data();
     for (const InferenceRequest* request : requests) {
       if (tokens.mask_input) {
-        cursor = CopyRealTokens(*request, input, *tokens.mask_input, cursor);
+        cursor = CopyRealTokens(*request, input, tokens, cursor);
         continue;
       }
       std::span<const std::byte> bytes = request->inputs[input].bytes;
       if (!bytes.empty()) std::memcpy(cursor, bytes.data(), bytes.size());
       cursor += bytes.size();
     }
+  }
+  return Status::Ok();
+}
+
+// An INT32 or INT64 element (`element_bytes` 4 or 8) of a request's integer input.
+std::int64_t IntegerAt(std::span<const std::byte> bytes, std::size_t element_bytes,
+                       std::size_t index) {
+  if (element_bytes == sizeof(std::int32_t)) {
+    std::int32_t value = 0;
+    std::memcpy(&value, bytes.data() + index * sizeof value, sizeof value);
+    return value;
+  }
+  std::int64_t value = 0;
+  std::memcpy(&value, bytes.data() + index * sizeof value, sizeof value);
+  return value;
+}
+
+// The three int32 executor inputs of a token-id model (kIdsInput, kPositionInput,
+// kTypeInput), one value per real token: ids and types narrowed from the request (validated
+// against the vocabularies at Enqueue), positions by the model's PositionRule, which counts
+// the padding of the whole row.
+Status StageTokenIds(ExecutorInstance& instance, BatchRequests requests,
+                     const TokenLayout& tokens, std::int64_t real_tokens) {
+  const TokenIds& ids = *tokens.ids;
+  const std::size_t total = static_cast<std::size_t>(real_tokens) * sizeof(std::int32_t);
+  std::array<std::int32_t*, kTokenIdInputs> out{};
+  for (std::size_t i = 0; i < kTokenIdInputs; ++i) {
+    LTSERVE_ASSIGN_OR_RETURN(std::span<std::byte> buffer, instance.InputBuffer(i, total));
+    if (buffer.size() < total) {
+      return Internal("token-id input " + std::to_string(i) + ": staging buffer of " +
+                      std::to_string(buffer.size()) + " bytes for " + std::to_string(total));
+    }
+    out[i] = reinterpret_cast<std::int32_t*>(buffer.data());
+  }
+  std::size_t next = 0;
+  for (const InferenceRequest* request : requests) {
+    const auto seq = static_cast<std::size_t>(request->sequence_length);
+    const auto cells = static_cast<std::size_t>(request->batch_size) * seq;
+    const std::span<const std::byte> id_bytes = request->inputs[ids.ids_input].bytes;
+    const std::size_t id_element = id_bytes.size() / cells;
+    std::span<const std::byte> type_bytes;
+    if (ids.type_input) type_bytes = request->inputs[*ids.type_input].bytes;
+    const std::size_t type_element = type_bytes.size() / cells;
+    for (std::int64_t b = 0; b < request->batch_size; ++b) {
+      const std::size_t row = static_cast<std::size_t>(b) * seq;
+      std::optional<MaskRow> mask;
+      if (tokens.mask_input) mask = MaskRowOf(*request, tokens, b);
+      std::int64_t non_padding_ids = 0;
+      for (std::size_t t = 0; t < seq; ++t) {
+        const std::int64_t id = IntegerAt(id_bytes, id_element, row + t);
+        std::int64_t position = static_cast<std::int64_t>(t);
+        if (ids.positions == plan::PositionRule::kAfterPadding) {
+          non_padding_ids += id != ids.padding_id ? 1 : 0;
+          position = id != ids.padding_id ? ids.padding_id + non_padding_ids : ids.padding_id;
+        }
+        if (mask && mask->Padding(t)) continue;
+        out[kIdsInput][next] = static_cast<std::int32_t>(id);
+        out[kPositionInput][next] = static_cast<std::int32_t>(position);
+        out[kTypeInput][next] =
+            type_element == 0 ? 0
+                              : static_cast<std::int32_t>(IntegerAt(type_bytes, type_element, row + t));
+        ++next;
+      }
+    }
+  }
+  if (next != static_cast<std::size_t>(real_tokens)) {
+    return Internal("staged " + std::to_string(next) + " token ids for " +
+                    std::to_string(real_tokens) + " real tokens");
   }
   return Status::Ok();
 }
@@ -132,12 +224,16 @@ Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests request
     for (const InferenceRequest* request : requests) {
       for (std::int64_t b = 0; b < request->batch_size; ++b) {
         sequence_lengths->push_back(
-            tokens->mask_input ? RealTokens(MaskRow(*request, *tokens->mask_input, b))
+            tokens->mask_input ? RealTokens(MaskRowOf(*request, *tokens, b))
                                : static_cast<std::int32_t>(request->sequence_length));
         real_tokens += sequence_lengths->back();
       }
     }
     shape.sequence_lengths = *sequence_lengths;
+    if (tokens->ids) {
+      LTSERVE_RETURN_IF_ERROR(StageTokenIds(instance, requests, *tokens, real_tokens));
+      return shape;
+    }
     LTSERVE_RETURN_IF_ERROR(StageTokenInputs(instance, requests, *tokens, real_tokens));
     return shape;
   }
@@ -220,13 +316,12 @@ Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(
 Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
     const ExecutorInstance& instance, BatchRequests requests, const TokenLayout& tokens,
     std::span<const DataType> output_types, std::span<std::vector<std::byte>> buffers) {
-  if (!tokens.mask_input) return Internal("scattering outputs needs a key-padding mask");
-  const std::size_t mask_input = *tokens.mask_input;
+  if (!tokens.mask_input) return Internal("scattering outputs needs a mask");
   const std::size_t num_outputs = output_types.size();
   std::int64_t real_tokens = 0;
   for (const InferenceRequest* request : requests) {
     for (std::int64_t b = 0; b < request->batch_size; ++b) {
-      real_tokens += RealTokens(MaskRow(*request, mask_input, b));
+      real_tokens += RealTokens(MaskRowOf(*request, tokens, b));
     }
   }
   std::vector<std::vector<OutputSlice>> slices(requests.size());
@@ -256,8 +351,8 @@ Result<std::vector<std::vector<OutputSlice>>> ScatterMaskedOutputs(
       }
       std::byte* target = buffer.data() + offset;
       for (std::int64_t b = 0; b < request.batch_size; ++b) {
-        ForEachRun(MaskRow(request, mask_input, b), [&](std::size_t first, std::size_t count,
-                                                        bool pad) {
+        ForEachRun(MaskRowOf(request, tokens, b), [&](std::size_t first, std::size_t count,
+                                                      bool pad) {
           std::byte* at = target + (static_cast<std::size_t>(b * seq) + first) * token_bytes;
           if (pad) {
             std::memset(at, 0, count * token_bytes);

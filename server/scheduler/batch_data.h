@@ -38,9 +38,10 @@ enum class BatchLayout : std::uint8_t {
 // returned shape points into. Fails with the instance's error (INVALID_ARGUMENT when the batch
 // is larger than the instance was sized for).
 //
-// With a key-padding mask in the layout the token inputs get only the tokens whose mask is
-// false, so a sample's sequence is its real tokens wherever they are, of length 0 when all are
-// padding.
+// With a mask in the layout the token inputs get only the real tokens (mask_kind says which
+// those are), so a sample's sequence is its real tokens wherever they are, of length 0 when all
+// are padding. A token-id layout (tokens->ids) stages executor inputs kIdsInput,
+// kPositionInput and kTypeInput as int32 instead of the config's token inputs.
 Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests requests,
                                BatchLayout layout, std::vector<std::int32_t>* sequence_lengths,
                                const TokenLayout* tokens = nullptr);
@@ -58,7 +59,7 @@ Result<std::vector<std::vector<OutputSlice>>> SliceOutputs(
 Status CheckOutputDims(std::size_t output, const std::vector<std::int64_t>& shape,
                        const std::vector<std::int64_t>& dims, bool batched);
 
-// After a masked batch (StageInputs with a key-padding mask): per request, its outputs as
+// After a masked batch (StageInputs with a mask) of per-token outputs: per request, its outputs as
 // [batch, seq, width] with the executor's rows at the real tokens' positions and zeros at the
 // padded ones, written into `buffers` (one per output, each at least max_batch_tokens x that
 // output's token bytes: the batch's full batch x seq tokens fit). The slices point into

@@ -302,7 +302,11 @@ struct Scheduler::Impl {
     ExecuteTimings timings;
     Status status = Execute(worker, &timings);
     Result<std::vector<std::vector<OutputSlice>>> slices = status;
-    if (status.ok() && options.tokens && options.tokens->mask_input) {
+    if (status.ok() && options.tokens && options.tokens->pooled) {
+      // One output row per sequence: sliced as rows, the padding never reached them.
+      slices = SliceOutputs(*worker.instance, requests, options.output_types.size(),
+                            BatchLayout::kRows, options.output_dims);
+    } else if (status.ok() && options.tokens && options.tokens->mask_input) {
       slices = ScatterMaskedOutputs(*worker.instance, requests, *options.tokens,
                                     options.output_types, worker.scatter);
     } else if (status.ok()) {
@@ -404,7 +408,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(
       worker.requests.reserve(max_samples);
       worker.sequence_lengths.reserve(max_samples);
       const std::optional<TokenLayout>& tokens = state->options.tokens;
-      if (!tokens || !tokens->mask_input) continue;
+      if (!tokens || !tokens->mask_input || tokens->pooled) continue;
       for (std::size_t token_bytes : tokens->output_token_bytes) {
         worker.scatter.emplace_back(static_cast<std::size_t>(tokens->max_batch_tokens) *
                                     token_bytes);

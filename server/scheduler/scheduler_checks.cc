@@ -1,6 +1,7 @@
 #include "scheduler/scheduler_checks.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -37,13 +38,13 @@ Status ValidateTokenLayout(const TokenLayout& tokens, const SchedulerOptions& op
   if (tokens.mask_input) {
     // The scatter buffers need a token budget; the sequence comes from a token input.
     if (tokens.max_batch_tokens == 0 || *tokens.mask_input == tokens.sequence_input) {
-      return InvalidArgument("scheduler: a key-padding mask needs packed sequences, a token "
+      return InvalidArgument("scheduler: a mask needs packed sequences, a token "
                              "budget, and an input other than the mask that holds the tokens");
     }
     if (tokens.output_token_bytes.size() != options.output_types.size() ||
         std::find(tokens.output_token_bytes.begin(), tokens.output_token_bytes.end(), 0u) !=
             tokens.output_token_bytes.end()) {
-      return InvalidArgument("scheduler: a key-padding mask needs the bytes of one token of "
+      return InvalidArgument("scheduler: a mask needs the bytes of one token of "
                              "every output");
     }
   }
@@ -74,27 +75,112 @@ Status ValidateOptions(const SchedulerOptions& options) {
 
 namespace {
 
-// The key-padding mask of a request whose sequence input is [batch, seq, ...]: BOOL
-// [batch, seq].
-Status ValidateMask(const InferenceRequest& request, std::size_t index,
-                    std::size_t sequence_input, std::int64_t seq) {
+// The mask of a request whose sequence input is [batch, seq, ...]: [batch, seq] of BOOL for a
+// key-padding mask; of BOOL, INT32 or INT64 for an attention mask (the service checked that
+// the bytes match the config's dtype).
+Status ValidateMask(const InferenceRequest& request, const TokenLayout& layout, std::int64_t seq) {
+  const std::size_t index = *layout.mask_input;
+  const bool key_padding = layout.mask_kind == MaskKind::kKeyPadding;
+  const std::string what = key_padding ? "key-padding mask (input " + std::to_string(index) +
+                                             ", BOOL [batch, seq], true = padding)"
+                                       : "attention mask (input " + std::to_string(index) +
+                                             ", [batch, seq], nonzero = a real token)";
   if (request.inputs.size() <= index) {
-    return InvalidArgument("the model takes a key-padding mask as input " + std::to_string(index) +
-                           " (BOOL [batch, seq], true = padding); the request has " +
+    return InvalidArgument("the model takes a " + what + "; the request has " +
                            std::to_string(request.inputs.size()) + " input(s)");
   }
   const RequestInput& mask = request.inputs[index];
   const std::vector<std::int64_t> expected{request.batch_size, seq};
   if (mask.shape != expected) {
-    return InvalidArgument("the key-padding mask (input " + std::to_string(index) + ") must be " +
-                           ShapeString(expected) + ", [batch, seq] of input " +
-                           std::to_string(sequence_input) + "; got " +
-                           ShapeString(mask.shape));
+    return InvalidArgument("the " + what + " must be " + ShapeString(expected) +
+                           ", [batch, seq] of input " + std::to_string(layout.sequence_input) +
+                           "; got " + ShapeString(mask.shape));
   }
-  if (mask.bytes.size() != static_cast<std::size_t>(request.batch_size * seq)) {
-    return InvalidArgument("the key-padding mask (input " + std::to_string(index) + ") must hold " +
-                           std::to_string(request.batch_size * seq) + " BOOL bytes; got " +
-                           std::to_string(mask.bytes.size()));
+  const auto cells = static_cast<std::size_t>(request.batch_size * seq);
+  const std::size_t element = mask.bytes.size() / cells;
+  const bool sized = mask.bytes.size() % cells == 0 &&
+                     (element == 1 || (!key_padding && (element == 4 || element == 8)));
+  if (!sized) {
+    return InvalidArgument("the " + what + " holds " + std::to_string(mask.bytes.size()) +
+                           " bytes for " + std::to_string(cells) + " tokens");
+  }
+  // Hugging Face models multiply by the mask when they pool: a 2 would weigh a token twice
+  // there while attention treats it as 1, so only 0 and 1 have one meaning.
+  for (std::size_t i = 0; !key_padding && i < cells; ++i) {
+    std::int64_t value = 0;
+    if (element == 1) value = static_cast<std::int64_t>(mask.bytes[i]);
+    if (element == 4) {
+      std::int32_t narrow = 0;
+      std::memcpy(&narrow, mask.bytes.data() + i * element, element);
+      value = narrow;
+    }
+    if (element == 8) std::memcpy(&value, mask.bytes.data() + i * element, element);
+    if (value != 0 && value != 1) {
+      return InvalidArgument("the " + what + " holds " + std::to_string(value) + " at token " +
+                             std::to_string(i) + "; its values must be 0 or 1");
+    }
+  }
+  return Status::Ok();
+}
+
+// An INT32 or INT64 input of [batch, seq] integers, each in [0, limit).
+Status ValidateIntegers(const RequestInput& input, std::size_t cells, std::int64_t limit,
+                        const std::string& what) {
+  const std::size_t element = cells == 0 ? 0 : input.bytes.size() / cells;
+  if (input.bytes.size() != cells * element || (element != 4 && element != 8)) {
+    return InvalidArgument(what + " must be INT32 or INT64 [batch, seq]; got " +
+                           std::to_string(input.bytes.size()) + " bytes for " +
+                           std::to_string(cells) + " tokens");
+  }
+  for (std::size_t i = 0; i < cells; ++i) {
+    std::int64_t value = 0;
+    if (element == 4) {
+      std::int32_t narrow = 0;
+      std::memcpy(&narrow, input.bytes.data() + i * element, element);
+      value = narrow;
+    } else {
+      std::memcpy(&value, input.bytes.data() + i * element, element);
+    }
+    if (value < 0 || value >= limit) {
+      return InvalidArgument(what + " holds " + std::to_string(value) + " at token " +
+                             std::to_string(i) + "; the model's are in [0, " +
+                             std::to_string(limit) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// A token-id model's ids and token types within their vocabularies, and (first-token pooling)
+// every row's first token real.
+Status ValidateTokenIds(const InferenceRequest& request, const TokenLayout& layout,
+                        std::int64_t seq) {
+  const TokenIds& ids = *layout.ids;
+  const auto cells = static_cast<std::size_t>(request.batch_size * seq);
+  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
+    if (request.inputs[i].shape.size() != 2 && layout.mask_input != i) {
+      return InvalidArgument("input " + std::to_string(i) + " of a token-id model must be "
+                             "[batch, seq]; got " + ShapeString(request.inputs[i].shape));
+    }
+  }
+  LTSERVE_RETURN_IF_ERROR(ValidateIntegers(request.inputs[ids.ids_input], cells, ids.vocab_size,
+                                           "token ids (input " + std::to_string(ids.ids_input) + ")"));
+  if (ids.type_input) {
+    LTSERVE_RETURN_IF_ERROR(ValidateIntegers(
+        request.inputs[*ids.type_input], cells, std::max<std::int64_t>(ids.type_vocab_size, 1),
+        "token type ids (input " + std::to_string(*ids.type_input) + ")"));
+  }
+  if (ids.first_token_real && layout.mask_input) {
+    const RequestInput& mask = request.inputs[*layout.mask_input];
+    const std::size_t element = mask.bytes.size() / cells;
+    for (std::int64_t b = 0; b < request.batch_size; ++b) {
+      bool nonzero = false;
+      const std::byte* first = mask.bytes.data() + static_cast<std::size_t>(b * seq) * element;
+      for (std::size_t i = 0; i < element; ++i) nonzero |= first[i] != std::byte{0};
+      if (nonzero == (layout.mask_kind == MaskKind::kKeyPadding)) {
+        return InvalidArgument("row " + std::to_string(b) + " starts with padding; the model "
+                               "pools its first token, which must be real");
+      }
+    }
   }
   return Status::Ok();
 }
@@ -128,7 +214,7 @@ Status ValidateSequences(InferenceRequest& request, const TokenLayout& layout) {
   if (seq > std::numeric_limits<std::int32_t>::max()) {
     return InvalidArgument("sequence length " + std::to_string(seq) + " is out of range");
   }
-  if (layout.mask_input) LTSERVE_RETURN_IF_ERROR(ValidateMask(request, *layout.mask_input, sequence_input, seq));
+  if (layout.mask_input) LTSERVE_RETURN_IF_ERROR(ValidateMask(request, layout, seq));
   for (std::size_t i = 0; i < request.inputs.size(); ++i) {
     const std::vector<std::int64_t>& shape = request.inputs[i].shape;
     if (layout.mask_input == i) continue;
@@ -144,6 +230,7 @@ Status ValidateSequences(InferenceRequest& request, const TokenLayout& layout) {
                            " tokens exceed the model's max tokens per batch " +
                            std::to_string(layout.max_batch_tokens));
   }
+  if (layout.ids) LTSERVE_RETURN_IF_ERROR(ValidateTokenIds(request, layout, seq));
   request.sequence_length = seq;
   return Status::Ok();
 }

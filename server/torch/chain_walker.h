@@ -47,7 +47,26 @@ struct EncoderLayerStep {
   bool norm_first = false;
   plan::Activation activation = plan::Activation::kRelu;
 };
-using Step = std::variant<LinearStep, ActivationStep, LayerNormStep, EncoderLayerStep>;
+// A Hugging Face encoder's embeddings (hf_lowering.h finds these): tables [rows, d] and the
+// LayerNorm after their sum.
+struct EmbeddingStep {
+  at::Tensor word;
+  at::Tensor position;
+  std::optional<at::Tensor> token_type;
+  LayerNormStep norm;
+  plan::PositionRule positions = plan::PositionRule::kColumn;
+  std::int64_t padding_id = 0;
+};
+// Token rows to one row per sequence.
+struct PoolStep {
+  plan::Pooling pooling = plan::Pooling::kMean;
+  float empty_value = 0.0f;
+};
+struct L2NormalizeStep {
+  double eps = 1e-12;
+};
+using Step = std::variant<LinearStep, ActivationStep, LayerNormStep, EncoderLayerStep,
+                          EmbeddingStep, PoolStep, L2NormalizeStep>;
 
 class ChainWalker {
  public:

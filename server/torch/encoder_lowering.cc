@@ -25,12 +25,7 @@ constexpr char kSequential[] = "__torch__.torch.nn.modules.container.Sequential"
 // The shape a block around an encoder sees, as far as the chain walker cares: one row per token.
 const InputShape kPerToken{{-1}, true, true};
 
-// A second instance of a class with other attributes gets a mangled name (toolchain notes §4).
-std::string TypeName(const Module& module) {
-  static const std::regex mangle(R"(___torch_mangle_\d+\.)");
-  const std::optional<c10::QualifiedName>& name = module.type()->name();
-  return name ? std::regex_replace(name->qualifiedName(), mangle, "") : "";
-}
+std::string TypeName(const Module& module) { return ModuleTypeName(module); }
 
 Status NotLowered(const std::string& where, const std::string& why) {
   return Unimplemented("encoder module '" + where + "': " + why);
@@ -344,6 +339,13 @@ Status CheckMaskedEncoderCall(const torch::jit::Node& call, const torch::jit::Va
 }
 
 }  // namespace
+
+// A second instance of a class with other attributes gets a mangled name (toolchain notes §4).
+std::string ModuleTypeName(const Module& module) {
+  static const std::regex mangle(R"(___torch_mangle_\d+\.)");
+  const std::optional<c10::QualifiedName>& name = module.type()->name();
+  return name ? std::regex_replace(name->qualifiedName(), mangle, "") : "";
+}
 
 std::size_t ForwardInputCount(const Module& module) {
   const torch::jit::Graph& graph = *module.get_method("forward").graph();

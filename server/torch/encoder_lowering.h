@@ -32,6 +32,10 @@ bool IsEncoderModel(const torch::jit::Module& module);
 // weights or bias_k, a child that is not a chain).
 Result<std::vector<Step>> EncoderModelSteps(const torch::jit::Module& module);
 
+// The module's qualified type name with TorchScript's ___torch_mangle_N. parts removed:
+// "__torch__.torch.nn.modules.linear.Linear".
+std::string ModuleTypeName(const torch::jit::Module& module);
+
 // Inputs the module's forward takes, self excluded.
 std::size_t ForwardInputCount(const torch::jit::Module& module);
 

@@ -54,6 +54,7 @@ std::int64_t InputWidth(const std::vector<Step>& steps, std::int64_t configured_
     if (const auto* layer = std::get_if<EncoderLayerStep>(&step)) {
       return layer->in_proj.weight.size(1);
     }
+    if (const auto* embedding = std::get_if<EmbeddingStep>(&step)) return embedding->word.size(1);
   }
   return configured_width;
 }
@@ -77,6 +78,40 @@ class PlanBuilder {
   }
 
   void LayerNorm(const LayerNormStep& step) { current_ = NormFrom(current_, step, "layernorm"); }
+
+  // Writes the plan's input value (a kTokenIds plan computes its input).
+  void Embedding(const EmbeddingStep& step) {
+    plan::EmbeddingOp op;
+    op.output = current_;
+    op.vocab_size = step.word.size(0);
+    op.max_positions = step.position.size(0);
+    op.word = ToFloats(step.word);
+    op.position = ToFloats(step.position);
+    if (step.token_type) {
+      op.type_vocab_size = step.token_type->size(0);
+      op.token_type = ToFloats(*step.token_type);
+    }
+    op.positions = step.positions;
+    op.padding_id = step.padding_id;
+    op.eps = static_cast<float>(step.norm.eps);
+    op.gamma = step.norm.gamma ? ToFloats(*step.norm.gamma)
+                               : std::vector<float>(static_cast<std::size_t>(Width()), 1.0f);
+    op.beta = step.norm.beta ? ToFloats(*step.norm.beta)
+                             : std::vector<float>(static_cast<std::size_t>(Width()), 0.0f);
+    plan_.Append(std::move(op));
+  }
+
+  void Pool(const PoolStep& step) {
+    plan::PoolOp op{current_, plan::kNoValue, step.pooling, step.empty_value};
+    op.output = current_ = plan_.AddValue(NextName(plan::PoolingName(step.pooling)), Width());
+    plan_.Append(op);
+  }
+
+  void L2Normalize(const L2NormalizeStep& step) {
+    plan::L2NormalizeOp op{current_, plan::kNoValue, static_cast<float>(step.eps)};
+    op.output = current_ = plan_.AddValue(NextName("l2"), Width());
+    plan_.Append(op);
+  }
 
   // Post-norm: x = norm1(x + attn(x)); x = norm2(x + ffn(x)).
   // norm_first: x = x + attn(norm1(x)); x = x + ffn(norm2(x)).
@@ -162,8 +197,11 @@ Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t config
   if (steps.empty()) return Unimplemented("the forward computes nothing (an identity)");
   bool tokens = false;
   for (const Step& step : steps) tokens |= std::holds_alternative<EncoderLayerStep>(step);
+  const bool ids = std::holds_alternative<EmbeddingStep>(steps.front());
   PlanBuilder builder(InputWidth(steps, configured_width),
-                      tokens ? plan::InputKind::kTokens : plan::InputKind::kRows);
+                      ids      ? plan::InputKind::kTokenIds
+                      : tokens ? plan::InputKind::kTokens
+                               : plan::InputKind::kRows);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     if (const auto* linear = std::get_if<LinearStep>(&steps[i])) {
       plan::Activation fused = plan::Activation::kNone;
@@ -178,6 +216,12 @@ Result<plan::Plan> BuildPlan(const std::vector<Step>& steps, std::int64_t config
       builder.Activation(activation->activation);
     } else if (const auto* layer = std::get_if<EncoderLayerStep>(&steps[i])) {
       builder.EncoderLayer(*layer);
+    } else if (const auto* embedding = std::get_if<EmbeddingStep>(&steps[i])) {
+      builder.Embedding(*embedding);
+    } else if (const auto* pool = std::get_if<PoolStep>(&steps[i])) {
+      builder.Pool(*pool);
+    } else if (const auto* l2 = std::get_if<L2NormalizeStep>(&steps[i])) {
+      builder.L2Normalize(*l2);
     } else {
       builder.LayerNorm(std::get<LayerNormStep>(steps[i]));
     }

@@ -9,6 +9,7 @@
 
 #include "torch/aten_util.h"
 #include "torch/encoder_lowering.h"
+#include "torch/hf_lowering.h"
 #include "torch/lowering.h"
 #include "torch/torchscript_executor.h"
 
@@ -77,12 +78,91 @@ Status CheckMaskInput(const ModelSpec& spec) {
       "dims [ -1 ] (the mask [batch, seq], true = padding); it declares " + declared);
 }
 
-// The plan for this config, with *mask_input set to the config input that is a key-padding mask
-// (or left alone). UNIMPLEMENTED: the model serves through TorchScript; any other error fails
-// the load.
+bool IsIdType(DataType type) { return type == DataType::kInt64 || type == DataType::kInt32; }
+
+// One config input of a Hugging Face encoder: [batch, seq] (dims [-1] or [seq]) of `types`.
+Status CheckIdInput(const ModelSpec& spec, std::size_t index, const char* role,
+                    bool bool_too) {
+  const TensorSpec& input = spec.inputs[index];
+  const bool typed = IsIdType(input.dtype) || (bool_too && input.dtype == DataType::kBool);
+  if (typed && input.dims.size() == 1 && (input.dims[0] == -1 || input.dims[0] > 0)) {
+    return Status::Ok();
+  }
+  return InvalidArgument("config input " + std::to_string(index) + " '" + input.name +
+                         "' binds to the module's " + role + ", so it must be " +
+                         (bool_too ? "TYPE_INT64, TYPE_INT32 or TYPE_BOOL" : "TYPE_INT64 or TYPE_INT32") +
+                         " with dims [ -1 ] ([batch, seq]); it is " +
+                         std::string(WireName(input.dtype)) + " with dims " +
+                         aten::DimsToString(input.dims));
+}
+
+// A Hugging Face encoder's plan and token facts, its config checked against what the module
+// takes: config inputs bind to forward's arguments by position, as in Triton's PyTorch backend.
+Result<plan::Plan> LowerHfForConfig(const torch::jit::Module& module, const ModelSpec& spec,
+                                    TokenModelFacts* facts) {
+  Result<lowering::HfEncoder> lowered = Unimplemented("");
+  try {
+    lowered = lowering::LowerHfEncoder(module);
+  } catch (const std::exception& error) {
+    return Unimplemented("reading the Hugging Face encoder failed: " +
+                         aten::ExceptionMessage(error));
+  }
+  if (!lowered.ok()) return lowered.status();
+  const lowering::HfEncoder& encoder = *lowered;
+  if (spec.max_batch_size < 1) {
+    return InvalidArgument("a " + encoder.architecture + " takes [batch, seq] token ids: the "
+                           "config needs max_batch_size > 0");
+  }
+  if (spec.inputs.size() != encoder.forward_arguments || spec.outputs.size() != 1) {
+    return InvalidArgument("the module's forward takes " +
+                           std::to_string(encoder.forward_arguments) + " inputs and returns one "
+                           "tensor; the config declares " + std::to_string(spec.inputs.size()) +
+                           " inputs and " + std::to_string(spec.outputs.size()) + " outputs");
+  }
+  LTSERVE_RETURN_IF_ERROR(CheckIdInput(spec, encoder.ids_argument, "input_ids", false));
+  if (encoder.mask_argument) {
+    LTSERVE_RETURN_IF_ERROR(CheckIdInput(spec, *encoder.mask_argument, "attention_mask", true));
+  }
+  if (encoder.type_argument) {
+    LTSERVE_RETURN_IF_ERROR(CheckIdInput(spec, *encoder.type_argument, "token_type_ids", false));
+  }
+  if (!IsFloatType(spec.outputs[0].dtype)) {
+    return InvalidArgument("output '" + spec.outputs[0].name + "' is " +
+                           std::string(WireName(spec.outputs[0].dtype)) +
+                           "; a plan answers FP32, FP16 or BF16");
+  }
+  LTSERVE_ASSIGN_OR_RETURN(plan::Plan plan, lowering::BuildPlan(encoder.steps, 0));
+  const plan::EmbeddingOp* embedding = plan.embedding();
+  if (embedding == nullptr) return Internal("a Hugging Face plan without its embedding");
+  TokenIds ids;
+  ids.ids_input = encoder.ids_argument;
+  ids.type_input = encoder.type_argument;
+  ids.vocab_size = embedding->vocab_size;
+  ids.type_vocab_size = embedding->type_vocab_size;
+  ids.positions = embedding->positions;
+  ids.padding_id = embedding->padding_id;
+  ids.first_token_real = encoder.first_token_pooling;
+  facts->ids = ids;
+  facts->mask_input = encoder.mask_argument;
+  facts->mask_kind = MaskKind::kAttention;
+  facts->pooled = encoder.pooled;
+  facts->max_positions = encoder.max_sequence_length;
+  facts->architecture = encoder.architecture;
+  return plan;
+}
+
+// The plan for this config, with `facts` filled for a token model whose inputs are not all
+// tokens (a key-padding mask, token ids). UNIMPLEMENTED: the model serves through TorchScript;
+// any other error fails the load.
 Result<plan::Plan> LowerForConfig(const torch::jit::Module& module, const ModelSpec& spec,
-                                  std::optional<std::size_t>* mask_input) {
+                                  TokenModelFacts* facts) {
   if (spec.inputs.empty()) return Unimplemented("the config declares no inputs");
+  bool holds_hf = false;
+  try {
+    holds_hf = lowering::HoldsHfEncoder(module);
+  } catch (const std::exception&) {
+  }
+  if (holds_hf) return LowerHfForConfig(module, spec, facts);
   const lowering::InputShape shape{spec.inputs[0].dims, spec.max_batch_size > 0};
   std::size_t forward_inputs = 0;
   try {
@@ -101,7 +181,7 @@ Result<plan::Plan> LowerForConfig(const torch::jit::Module& module, const ModelS
       unmasked.inputs.erase(unmasked.inputs.begin() + kMaskArgument);
       const std::string blocked = ConfigBlocksPlan(unmasked);
       if (!blocked.empty()) return Unimplemented(blocked);
-      *mask_input = kMaskArgument;
+      facts->mask_input = kMaskArgument;
       return wrapper;
     }
     if (spec.inputs.size() == 2 && spec.inputs[1].dtype == DataType::kBool) {
@@ -114,10 +194,17 @@ Result<plan::Plan> LowerForConfig(const torch::jit::Module& module, const ModelS
   return lowering::LowerModule(module, shape);
 }
 
-// A token plan's width is per token: the last configured dim.
+// A token plan's width is per token: the last configured dim; a pooled one's is per sequence.
 Status CheckWidth(const TensorSpec& tensor, const plan::Plan& plan, std::int64_t plan_width,
                   const char* side) {
-  const bool tokens = plan.input_kind() == plan::InputKind::kTokens;
+  if (plan.output_per_sequence() && std::string(side) == "output") {
+    if (tensor.dims.size() == 1 && tensor.dims[0] == plan_width) return Status::Ok();
+    return InvalidArgument("output '" + tensor.name + "' has dims " +
+                           aten::DimsToString(tensor.dims) + "; the module returns one vector "
+                           "of " + std::to_string(plan_width) + " per sequence: dims [ " +
+                           std::to_string(plan_width) + " ]");
+  }
+  const bool tokens = plan::TakesTokens(plan.input_kind());
   if (tokens && tensor.dims.size() != 2) {
     return InvalidArgument(std::string(side) + " '" + tensor.name + "' has dims " +
                            aten::DimsToString(tensor.dims) +
@@ -172,8 +259,8 @@ Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
     return loaded;
   }
 
-  std::optional<std::size_t> mask_input;
-  Result<plan::Plan> lowered = LowerForConfig(*module, spec, &mask_input);
+  TokenModelFacts facts;
+  Result<plan::Plan> lowered = LowerForConfig(*module, spec, &facts);
   if (!lowered.ok() && lowered.status().code() != StatusCode::kUnimplemented) {
     return lowered.status().WithContext(context);
   }
@@ -185,20 +272,33 @@ Result<LoadedModel> LoadTorchScriptModel(const ModelSpec& spec) {
     loaded.lowering_report = "not lowered: " + lowered.status().message();
     return loaded;
   }
-  Status width = CheckWidth(spec.inputs[0], *lowered, lowered->input_width(), "input");
+  const bool token_ids = lowered->input_kind() == plan::InputKind::kTokenIds;
+  Status width = token_ids ? Status::Ok()
+                           : CheckWidth(spec.inputs[0], *lowered, lowered->input_width(), "input");
   if (width.ok()) {
     width = CheckWidth(spec.outputs[0], *lowered, lowered->output_width(), "output");
   }
   if (!width.ok()) return width.WithContext(context);
   loaded.plan = std::make_shared<const plan::Plan>(std::move(lowered).value());
-  if (loaded.plan->input_kind() == plan::InputKind::kTokens) {
-    Result<TokenLayout> layout = MakeTokenLayout(spec, mask_input);
+  if (plan::TakesTokens(loaded.plan->input_kind())) {
+    Result<TokenLayout> layout = MakeTokenLayout(spec, facts);
     if (!layout.ok()) return layout.status().WithContext(context);
     loaded.token_layout = std::move(layout).value();
   }
   loaded.lowering_report = loaded.plan->Describe();
-  if (mask_input) {
-    loaded.lowering_report += "\nkey-padding mask: input '" + spec.inputs[*mask_input].name +
+  if (token_ids) {
+    loaded.lowering_report += "\n" + facts.architecture + ": token ids from input '" +
+                              spec.inputs[facts.ids->ids_input].name + "'";
+    if (facts.ids->type_input) {
+      loaded.lowering_report += ", token types from '" + spec.inputs[*facts.ids->type_input].name + "'";
+    }
+    loaded.lowering_report += ", up to " + std::to_string(loaded.token_layout->max_sequence_length) +
+                              " tokens a sequence";
+  }
+  if (facts.mask_input) {
+    loaded.lowering_report += std::string("\n") +
+                              (facts.mask_kind == MaskKind::kAttention ? "attention" : "key-padding") +
+                              " mask: input '" + spec.inputs[*facts.mask_input].name +
                               "' (padded tokens are dropped before the plan)";
   }
   return loaded;
