@@ -77,5 +77,66 @@ TEST(TokenLayout, ConfigsThatCannotDescribeATokenModelAreInvalidArgument) {
   EXPECT_NE(layout.status().message().find("OUTPUT__0"), std::string::npos);
 }
 
+
+// A Hugging Face encoder's config: ids, attention mask, token types; one pooled vector out.
+ModelSpec TokenIdSpec() {
+  ModelSpec spec;
+  spec.name = "bert";
+  spec.max_batch_size = kMaxBatch;
+  spec.inputs = {TensorSpec{"input_ids", DataType::kInt64, {-1}},
+                 TensorSpec{"attention_mask", DataType::kInt64, {-1}},
+                 TensorSpec{"token_type_ids", DataType::kInt64, {-1}}};
+  spec.outputs = {TensorSpec{"embedding", DataType::kFp32, {384}}};
+  return spec;
+}
+
+TokenModelFacts TokenIdFacts() {
+  TokenModelFacts facts;
+  facts.mask_input = 1;
+  facts.mask_kind = MaskKind::kAttention;
+  TokenIds ids;
+  ids.ids_input = 0;
+  ids.type_input = 2;
+  ids.vocab_size = 30522;
+  facts.ids = ids;
+  facts.pooled = true;
+  facts.max_positions = 512;
+  return facts;
+}
+
+TEST(TokenLayout, ATokenIdModelsTokensAreItsIdsAndTypesAndItsLimitThePositionTable) {
+  Result<TokenLayout> layout = MakeTokenLayout(TokenIdSpec(), TokenIdFacts());
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_EQ(layout->token_inputs, (std::vector<std::size_t>{0, 2}));
+  EXPECT_EQ(layout->sequence_input, 0u);
+  EXPECT_EQ(layout->mask_input, 1u);
+  EXPECT_EQ(layout->mask_kind, MaskKind::kAttention);
+  EXPECT_TRUE(layout->pooled);
+  EXPECT_EQ(layout->max_sequence_length, 512);
+  EXPECT_EQ(layout->max_batch_tokens, kMaxBatch * 512);
+  EXPECT_EQ(layout->output_token_bytes, std::vector<std::size_t>{384 * 4});
+}
+
+TEST(TokenLayout, AMaxSequenceLengthBeyondThePositionTableIsRefusedNamingBoth) {
+  ModelSpec spec = TokenIdSpec();
+  spec.options.max_sequence_length = 600;
+  Result<TokenLayout> layout = MakeTokenLayout(spec, TokenIdFacts());
+  ASSERT_FALSE(layout.ok());
+  EXPECT_EQ(layout.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(layout.status().message().find("600"), std::string::npos);
+  EXPECT_NE(layout.status().message().find("512"), std::string::npos);
+  spec.options.max_sequence_length = 128;
+  EXPECT_EQ(MakeTokenLayout(spec, TokenIdFacts())->max_sequence_length, 128);
+}
+
+TEST(TokenLayout, APooledOutputHasOneDimAndATokenOutputTwo) {
+  ModelSpec spec = TokenIdSpec();
+  spec.outputs[0].dims = {-1, 384};
+  EXPECT_EQ(MakeTokenLayout(spec, TokenIdFacts()).status().code(), StatusCode::kInvalidArgument);
+  TokenModelFacts tokens = TokenIdFacts();
+  tokens.pooled = false;
+  EXPECT_TRUE(MakeTokenLayout(spec, tokens).ok());
+}
+
 }  // namespace
 }  // namespace ltserve

@@ -109,5 +109,107 @@ TEST(Plan, AttentionNeedsATokenInputAndQkvThreeTimesItsWidth) {
   ExpectInternal(narrow, "attention qkv 'attn' has width 8, expected 24");
 }
 
+
+// ids -> embedding e[8] -> qkv -> attention -> pool -> linear y[3]: a Hugging Face encoder's plan.
+struct IdsPlan {
+  Plan plan;
+  ValueId embedded, qkv, attended, pooled, head;
+};
+
+IdsPlan TokenIdPlan() {
+  IdsPlan p;
+  p.embedded = p.plan.AddValue("e", 8);
+  p.qkv = p.plan.AddValue("qkv", 24);
+  p.attended = p.plan.AddValue("a", 8);
+  p.pooled = p.plan.AddValue("pooled", 8);
+  p.head = p.plan.AddValue("y", 3);
+  EmbeddingOp embedding;
+  embedding.output = p.embedded;
+  embedding.vocab_size = 10;
+  embedding.max_positions = 6;
+  embedding.type_vocab_size = 2;
+  embedding.word.assign(80, 0.1f);
+  embedding.position.assign(48, 0.2f);
+  embedding.token_type.assign(16, 0.3f);
+  embedding.gamma.assign(8, 1.0f);
+  embedding.beta.assign(8, 0.0f);
+  p.plan.Append(embedding);
+  p.plan.Append(Linear(p.embedded, p.qkv, 8, 24));
+  p.plan.Append(AttentionOp{p.qkv, p.attended, 2, 4});
+  p.plan.Append(PoolOp{p.attended, p.pooled, Pooling::kMean, 0.0f});
+  p.plan.Append(Linear(p.pooled, p.head, 8, 3));
+  p.plan.SetInput(p.embedded, InputKind::kTokenIds);
+  p.plan.SetOutput(p.head);
+  return p;
+}
+
+TEST(PlanValidate, ATokenIdPlanWithPoolingAndAHeadIsValid) {
+  IdsPlan p = TokenIdPlan();
+  EXPECT_TRUE(p.plan.Validate().ok()) << p.plan.Validate().ToString();
+  EXPECT_TRUE(p.plan.output_per_sequence());
+  EXPECT_EQ(p.plan.pool_index(), 3u);
+  ASSERT_NE(p.plan.embedding(), nullptr);
+  EXPECT_EQ(p.plan.embedding()->vocab_size, 10);
+  EXPECT_NE(p.plan.Describe().find("mean pooling"), std::string::npos);
+}
+
+TEST(PlanValidate, AnEmbeddingIsOpZeroOfATokenIdPlanOnly) {
+  IdsPlan p = TokenIdPlan();
+  p.plan.SetInput(p.embedded, InputKind::kTokens);
+  ExpectInternal(p.plan, "embedding");
+}
+
+TEST(PlanValidate, EmbeddingTablesMustMatchTheirSizes) {
+  IdsPlan p = TokenIdPlan();
+  Plan broken;
+  for (const Value& value : p.plan.values()) broken.AddValue(value.name, value.width);
+  for (const Op& op : p.plan.ops()) {
+    Op copy = op;
+    if (auto* embedding = std::get_if<EmbeddingOp>(&copy)) embedding->position.pop_back();
+    broken.Append(copy);
+  }
+  broken.SetInput(p.embedded, InputKind::kTokenIds);
+  broken.SetOutput(p.head);
+  ExpectInternal(broken, "embedding table sizes");
+}
+
+TEST(PlanValidate, AttentionAfterThePoolingIsRefused) {
+  IdsPlan p = TokenIdPlan();
+  const ValueId qkv2 = p.plan.AddValue("qkv2", 24);
+  const ValueId out = p.plan.AddValue("out", 8);
+  p.plan.Append(Linear(p.pooled, qkv2, 8, 24));
+  p.plan.Append(AttentionOp{qkv2, out, 2, 4});
+  p.plan.SetOutput(out);
+  ExpectInternal(p.plan, "attention needs a token input");
+}
+
+TEST(PlanValidate, AResidualAcrossThePoolingIsRefused) {
+  IdsPlan p = TokenIdPlan();
+  const ValueId sum = p.plan.AddValue("sum", 8);
+  p.plan.Append(AddOp{p.pooled, p.attended, sum});  // a sequence row plus a token row
+  p.plan.SetOutput(sum);
+  ExpectInternal(p.plan, "across the pooling");
+}
+
+TEST(PlanValidate, ASecondPoolingIsRefused) {
+  IdsPlan p = TokenIdPlan();
+  const ValueId again = p.plan.AddValue("again", 3);
+  p.plan.Append(PoolOp{p.head, again, Pooling::kMax, 0.0f});
+  p.plan.SetOutput(again);
+  ExpectInternal(p.plan, "once per plan");
+}
+
+TEST(PlanValidate, AnOutputReadBeforeThePoolingIsRefused) {
+  IdsPlan p = TokenIdPlan();
+  p.plan.SetOutput(p.attended);  // a token value of a plan whose rows end per sequence
+  ExpectInternal(p.plan, "last row change");
+}
+
+TEST(PlanWeightBytes, EmbeddingTablesAreNotCountedAsBytesEveryForwardReads) {
+  IdsPlan p = TokenIdPlan();
+  // Two Linears (8x24+24, 8x3+3) and the embedding's norm (8 + 8); not its 144 table values.
+  EXPECT_EQ(p.plan.WeightBytes(4), (8 * 24 + 24 + 8 * 3 + 3 + 16) * 4u);
+}
+
 }  // namespace
 }  // namespace ltserve::plan

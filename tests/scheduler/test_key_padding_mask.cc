@@ -111,7 +111,7 @@ TEST(KeyPaddingMask, ATokenBudgetCountsPaddedTokensToo) {
 
 TEST(KeyPaddingMask, MissingMaskIsInvalidArgument) {
   Harness h(MaskedOptions(kMaxTokens));
-  ExpectInvalid(*h.SendSequences(1, 4), "key-padding mask as input 1");
+  ExpectInvalid(*h.SendSequences(1, 4), "takes a key-padding mask (input 1");
 }
 
 TEST(KeyPaddingMask, MaskLongerThanTheSequenceIsInvalidArgument) {
@@ -137,7 +137,7 @@ TEST(KeyPaddingMask, MaskOfWiderElementsThanBoolIsInvalidArgument) {
   auto call = h.SendMasked(2, 3, std::vector<std::uint8_t>(6, 0), [](InferenceRequest& r) {
     r.inputs[1].bytes = std::as_bytes(std::span<const std::int32_t>(wide));
   });
-  ExpectInvalid(*call, "must hold 6 BOOL bytes; got 24");
+  ExpectInvalid(*call, "BOOL [batch, seq], true = padding) holds 24 bytes for 6 tokens");
 }
 
 // Why Scheduler::Create refuses `options`, or OK.
