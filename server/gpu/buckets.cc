@@ -12,7 +12,7 @@ std::vector<std::int64_t> Buckets(plan::InputKind kind, std::int64_t capacity) {
   // so the excess stays under one step while a step's kernels are long enough that their
   // launch cost no longer matters.
   const std::int64_t step = std::max(kTokenBucketStep, (capacity / 32 + 127) / 128 * 128);
-  const bool stepped = kind == plan::InputKind::kTokens;
+  const bool stepped = plan::TakesTokens(kind);
   for (std::int64_t rows = 1; rows < capacity; rows = stepped && rows >= step ? rows + step : rows * 2) {
     buckets.push_back(rows);
   }
