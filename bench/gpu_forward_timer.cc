@@ -1,6 +1,7 @@
 #include "gpu_forward_timer.h"
 
 #include <iterator>
+#include <random>
 #include <type_traits>
 #include <variant>
 
@@ -41,6 +42,21 @@ Result<double> GpuForwardTimer::TimeForward(std::int64_t rows, int iterations,
   float ms = 0;
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
   return static_cast<double>(ms) * 1e3 / iterations;
+}
+
+Status GpuForwardTimer::FillTokenIds(std::int32_t bound, std::uint64_t seed) {
+  if (model_->plan().input_kind() != ltserve::plan::InputKind::kTokenIds || bound < 1) {
+    return InvalidArgument("FillTokenIds: a token-id model and a bound >= 1");
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int32_t> draw(0, bound - 1);
+  std::vector<std::int32_t> values(ltserve::kTokenIdInputs *
+                                   static_cast<std::size_t>(model_->options().capacity_rows));
+  for (std::int32_t& value : values) value = draw(rng);
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(state_->input_device(), values.data(),
+                                          values.size() * sizeof(std::int32_t),
+                                          cudaMemcpyHostToDevice));
+  return Status::Ok();
 }
 
 Result<std::int64_t> GpuForwardTimer::TokenRows(std::span<const std::int32_t> lengths) const {

@@ -38,6 +38,10 @@ class GpuForwardTimer {
   ltserve::Result<double> TimeForward(std::int64_t rows, int iterations, std::int64_t sequences = 0);
   // The same for a token model over sequences of `lengths` tokens, packed.
   ltserve::Result<double> TimeTokenForward(std::span<const std::int32_t> lengths, int iterations);
+  // A token-id plan: fills the device's token inputs (ids, positions, types) with values uniform
+  // in [0, bound), so the embedding gathers random table rows as real ids do (the kernel
+  // clamps each into its table).
+  ltserve::Status FillTokenIds(std::int32_t bound, std::uint64_t seed);
   // Per step (plan order), mean µs over `iterations` eager passes.
   ltserve::Result<std::vector<StepTime>> ProfileTokenForward(std::span<const std::int32_t> lengths,
                                                              int iterations);
