@@ -20,4 +20,24 @@ std::vector<std::int64_t> Buckets(plan::InputKind kind, std::int64_t capacity) {
   return buckets;
 }
 
+std::vector<std::int64_t> BucketSequences(const std::vector<std::int64_t>& buckets,
+                                          std::int64_t max_sequences) {
+  std::vector<std::int64_t> sequences;
+  for (std::int64_t rows : buckets) sequences.push_back(std::min(rows, max_sequences));
+  if (!sequences.empty()) sequences.back() = max_sequences;
+  return sequences;
+}
+
+std::size_t SmallestBucket(const std::vector<std::int64_t>& buckets,
+                           const std::vector<std::int64_t>& bucket_sequences, std::int64_t rows,
+                           std::int64_t sequences) {
+  std::size_t bucket = 0;
+  while (bucket + 1 < buckets.size() &&
+         (buckets[bucket] < rows ||
+          (!bucket_sequences.empty() && bucket_sequences[bucket] < sequences))) {
+    ++bucket;
+  }
+  return bucket;
+}
+
 }  // namespace ltserve::gpu

@@ -166,12 +166,8 @@ Result<std::shared_ptr<const GpuModel>> GpuModel::Create(std::shared_ptr<const p
   model->plan_ = std::move(plan);
   LTSERVE_ASSIGN_OR_RETURN(model->options_, DeriveGpuOptions(*model->plan_, spec, tokens));
   model->buckets_ = Buckets(model->plan_->input_kind(), model->options_.capacity_rows);
-  const std::int64_t sequences = model->options_.capacity_sequences;
   if (model->plan_->output_per_sequence()) {
-    for (std::int64_t rows : model->buckets_) {
-      model->bucket_sequences_.push_back(std::min(rows, sequences));
-    }
-    model->bucket_sequences_.back() = sequences;
+    model->bucket_sequences_ = BucketSequences(model->buckets_, model->options_.capacity_sequences);
   }
   model->value_per_sequence_.assign(model->plan_->values().size(), 0);
   const std::vector<plan::Op>& ops = model->plan_->ops();
@@ -195,13 +191,7 @@ std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
 }
 
 std::size_t GpuModel::BucketFor(std::int64_t rows, std::int64_t sequences) const {
-  std::size_t bucket = 0;
-  while (bucket + 1 < buckets_.size() &&
-         (buckets_[bucket] < rows ||
-          (!bucket_sequences_.empty() && bucket_sequences_[bucket] < sequences))) {
-    ++bucket;
-  }
-  return bucket;
+  return SmallestBucket(buckets_, bucket_sequences_, rows, sequences);
 }
 
 std::int64_t GpuModel::ValueCapacity(plan::ValueId id) const {

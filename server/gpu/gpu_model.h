@@ -171,10 +171,8 @@ class GpuModel {
   // Index of the smallest bucket holding `rows` (rows <= capacity_rows) and, for a pooled
   // plan, `sequences` (<= capacity_sequences).
   std::size_t BucketFor(std::int64_t rows, std::int64_t sequences = 0) const;
-  // Sequences each bucket of a pooled plan computes after the pooling: a graph's shapes are
-  // fixed, so a bucket holds as many as its tokens can make (every sequence has one at least,
-  // save empty ones), capped at capacity_sequences; the last bucket holds every batch.
-  // Empty for a plan without pooling.
+  // Sequences each bucket of a pooled plan computes after the pooling (a graph's shapes are
+  // fixed: BucketSequences of capacity_sequences). Empty for a plan without pooling.
   const std::vector<std::int64_t>& bucket_sequences() const { return bucket_sequences_; }
   // Rows step `step` computes at `bucket`: the bucket's sequences after the pooling, else its
   // rows.
