@@ -5,7 +5,6 @@
 #include "gpu/gpu_executor.h"
 
 #include <array>
-#include <cstring>
 #include <sstream>
 #include <type_traits>
 #include <variant>
@@ -37,8 +36,6 @@ class GpuInstance final : public ExecutorInstance {
             : rows * plan.input_width() * ElemSize(options.input_type);
     LTSERVE_ASSIGN_OR_RETURN(instance->pinned_input_,
                              PinnedBuffer::Create(input_bytes, "input staging"));
-    // Defined bytes: rows of a bucket past the batch read the ids staged here.
-    std::memset(instance->pinned_input_.data(), 0, input_bytes);
     const auto output_rows = static_cast<std::size_t>(model->ValueCapacity(plan.output()));
     LTSERVE_ASSIGN_OR_RETURN(
         instance->pinned_output_,
@@ -54,7 +51,9 @@ class GpuInstance final : public ExecutorInstance {
   }
 
   Result<std::span<std::byte>> InputBuffer(std::size_t index, std::size_t bytes) override {
-    if (model_->plan().input_kind() == plan::InputKind::kTokenIds) return TokenIdBuffer(index, bytes);
+    if (model_->plan().input_kind() == plan::InputKind::kTokenIds) {
+      return TokenIdBuffer(index, bytes);
+    }
     if (index != 0) {
       return InvalidArgument("input " + std::to_string(index) + " does not exist; the model has one");
     }
