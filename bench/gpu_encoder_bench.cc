@@ -2,8 +2,9 @@
 // on the GPU: ltserve's executor (packed tokens, fused attention, cuBLASLt with fused bias,
 // residual and GELU) against libtorch running the same scripted module in bf16 (its TorchScript
 // forward, what a libtorch server runs), and the hardware floor, at sequence length 128; then
-// a per-step profile, and mixed lengths 16..512: ltserve's packed batches against libtorch on
-// the same batches padded. Prints markdown tables.
+// the same layers with token ids in and mean pooling out (a Hugging Face BertModel's shape)
+// against embeddings in, a per-step profile, and mixed lengths 16..512: ltserve's packed
+// batches against libtorch on the same batches padded. Prints markdown tables.
 //
 // Usage: ltserve_gpu_encoder_bench MODEL_DIR [max_batch]   (MODEL_DIR/encoder.pt and
 // encoder_nested.pt from bench/export_bench_models.py; max_batch × 128 is the token budget)
@@ -328,6 +329,116 @@ void PrintMixedLengths(const std::string& model_dir, torch::jit::Module& module,
   }
 }
 
+// BERT-base's embedding tables: what a Hugging Face BertModel gathers from.
+constexpr std::int64_t kVocab = 30522;
+constexpr std::int64_t kMaxPositions = 512;
+
+// The same encoder as a Hugging Face model is served: token ids in (BERT-base-sized embedding
+// tables, random, with their LayerNorm) and mean pooling out, the layers unchanged.
+std::shared_ptr<plan::Plan> WithTokenIdsAndMeanPooling(const plan::Plan& encoder) {
+  auto p = std::make_shared<plan::Plan>();
+  for (const plan::Value& value : encoder.values()) p->AddValue(value.name, value.width);
+  const std::int64_t d = encoder.input_width();
+  std::mt19937_64 rng(kLengthSeed);
+  std::uniform_real_distribution<float> weight(-0.05f, 0.05f);
+  auto table = [&](std::int64_t rows) {
+    std::vector<float> values(static_cast<std::size_t>(rows * d));
+    for (float& v : values) v = weight(rng);
+    return values;
+  };
+  plan::EmbeddingOp embedding;
+  embedding.output = encoder.input();
+  embedding.vocab_size = kVocab;
+  embedding.max_positions = kMaxPositions;
+  embedding.type_vocab_size = 2;
+  embedding.word = table(kVocab);
+  embedding.position = table(kMaxPositions);
+  embedding.token_type = table(2);
+  embedding.gamma.assign(static_cast<std::size_t>(d), 1.0f);
+  embedding.beta.assign(static_cast<std::size_t>(d), 0.0f);
+  p->Append(std::move(embedding));
+  for (const plan::Op& op : encoder.ops()) p->Append(op);
+  plan::PoolOp pool;
+  pool.input = encoder.output();
+  pool.output = p->AddValue("pooled", d);
+  pool.pooling = plan::Pooling::kMean;
+  p->Append(pool);
+  p->SetInput(encoder.input(), plan::InputKind::kTokenIds);
+  p->SetOutput(pool.output);
+  return p;
+}
+
+// Token ids in and mean pooling out against the embeddings-in plan, both timed here, batch by
+// batch in turn: what the gather and the pooling add.
+void PrintTokenIds(GpuForwardTimer& embeddings_in, const plan::Plan& encoder,
+                   std::int64_t max_batch) {
+  auto p = WithTokenIdsAndMeanPooling(encoder);
+  if (auto status = p->Validate(); !status.ok()) {
+    std::fprintf(stderr, "token-id plan: %s\n", status.ToString().c_str());
+    return;
+  }
+  ltserve::ModelSpec spec;
+  spec.name = "bert_mean";
+  spec.max_batch_size = static_cast<int>(max_batch);
+  spec.inputs = {{"input_ids", ltserve::DataType::kInt64, {-1}},
+                 {"attention_mask", ltserve::DataType::kInt64, {-1}}};
+  spec.outputs = {{"embedding", ltserve::DataType::kBf16, {encoder.input_width()}}};
+  spec.options.precision = ltserve::Precision::kBf16;
+  spec.options.max_tokens_per_batch = max_batch * kSeq;
+  ltserve::TokenModelFacts facts;
+  facts.mask_input = 1;
+  facts.mask_kind = ltserve::MaskKind::kAttention;
+  ltserve::TokenIds ids;
+  ids.vocab_size = kVocab;
+  facts.ids = ids;
+  facts.pooled = true;
+  facts.max_positions = kMaxPositions;
+  auto tokens = ltserve::MakeTokenLayout(spec, facts);
+  if (!tokens.ok()) {
+    std::fprintf(stderr, "token-id layout: %s\n", tokens.status().ToString().c_str());
+    return;
+  }
+  auto model = ltserve::gpu::LoadGpuModel(p, spec, tokens.value());
+  if (!model.ok()) {
+    std::fprintf(stderr, "token-id model: %s\n", model.status().ToString().c_str());
+    return;
+  }
+  auto timer = GpuForwardTimer::Create(model.value());
+  if (!timer.ok()) {
+    std::fprintf(stderr, "token-id timer: %s\n", timer.status().ToString().c_str());
+    return;
+  }
+  if (auto filled = timer.value()->FillTokenIds(static_cast<std::int32_t>(kVocab), kLengthSeed);
+      !filled.ok()) {
+    std::fprintf(stderr, "token ids: %s\n", filled.ToString().c_str());
+    return;
+  }
+  std::printf("\nToken ids in (embedding gather + LayerNorm, vocabulary %ld, random ids) and mean "
+              "pooling out, against the same layers with embeddings in; seq %ld, graph µs:\n\n",
+              static_cast<long>(kVocab), static_cast<long>(kSeq));
+  std::printf("| batch | embeddings in | token ids + mean pooling | ratio |\n|---:|---:|---:|---:|\n");
+  for (std::int64_t batch = 1; batch <= max_batch; batch *= (batch < 8 ? 8 : 4)) {
+    std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch), static_cast<std::int32_t>(kSeq));
+    const int iterations = batch >= 32 ? 20 : 50;
+    std::vector<double> base, with_ids;
+    for (int r = 0; r < kRounds; ++r) {
+      auto a = embeddings_in.TimeTokenForward(lengths, iterations);
+      auto b = timer.value()->TimeTokenForward(lengths, iterations);
+      if (!a.ok() || !b.ok()) {
+        std::fprintf(stderr, "token ids: %s\n", (a.ok() ? b.status() : a.status()).ToString().c_str());
+        return;
+      }
+      base.push_back(a.value());
+      with_ids.push_back(b.value());
+    }
+    const double base_us = Median(base);
+    const double ids_us = Median(with_ids);
+    std::printf("| %ld | %.1f | %.1f | %.3f |\n", static_cast<long>(batch), base_us, ids_us,
+                ids_us / base_us);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -414,6 +525,7 @@ int main(int argc, char** argv) {
                   tokens, floor_us, ltserve_us, torch_us, torch_us / ltserve_us, ltserve_us / floor_us);
       std::fflush(stdout);
     }
+    PrintTokenIds(*timer.value(), *p, max_batch);
     PrintStepBreakdown(*timer.value(), max_batch);
     PrintMixedLengths(argv[1], module, *timer.value(), *p, d, max_batch * kSeq, peak, copy);
     return 0;

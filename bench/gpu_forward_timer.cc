@@ -1,5 +1,7 @@
 #include "gpu_forward_timer.h"
 
+#include <iterator>
+#include <random>
 #include <type_traits>
 #include <variant>
 
@@ -25,11 +27,12 @@ Result<std::unique_ptr<GpuForwardTimer>> GpuForwardTimer::Create(
   return timer;
 }
 
-Result<double> GpuForwardTimer::TimeForward(std::int64_t rows, int iterations) {
+Result<double> GpuForwardTimer::TimeForward(std::int64_t rows, int iterations,
+                                            std::int64_t sequences) {
   if (rows < 1 || rows > model_->options().capacity_rows || iterations < 1) {
     return InvalidArgument("TimeForward: rows or iterations out of range");
   }
-  const std::size_t bucket = model_->BucketFor(rows);
+  const std::size_t bucket = model_->BucketFor(rows, sequences);
   cudaStream_t stream = state_->stream();
   LTSERVE_RETURN_IF_ERROR(graphs_.Launch(*state_, bucket));  // warm-up
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream));
@@ -41,8 +44,23 @@ Result<double> GpuForwardTimer::TimeForward(std::int64_t rows, int iterations) {
   return static_cast<double>(ms) * 1e3 / iterations;
 }
 
+Status GpuForwardTimer::FillTokenIds(std::int32_t bound, std::uint64_t seed) {
+  if (model_->plan().input_kind() != ltserve::plan::InputKind::kTokenIds || bound < 1) {
+    return InvalidArgument("FillTokenIds: a token-id model and a bound >= 1");
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int32_t> draw(0, bound - 1);
+  std::vector<std::int32_t> values(ltserve::kTokenIdInputs *
+                                   static_cast<std::size_t>(model_->options().capacity_rows));
+  for (std::int32_t& value : values) value = draw(rng);
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(state_->input_device(), values.data(),
+                                          values.size() * sizeof(std::int32_t),
+                                          cudaMemcpyHostToDevice));
+  return Status::Ok();
+}
+
 Result<std::int64_t> GpuForwardTimer::TokenRows(std::span<const std::int32_t> lengths) const {
-  if (model_->plan().input_kind() != ltserve::plan::InputKind::kTokens) {
+  if (!ltserve::plan::TakesTokens(model_->plan().input_kind())) {
     return InvalidArgument("timing sequences needs a token model");
   }
   std::int64_t rows = 0;
@@ -58,7 +76,7 @@ Result<double> GpuForwardTimer::TimeTokenForward(std::span<const std::int32_t> l
   LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, TokenRows(lengths));
   LTSERVE_RETURN_IF_ERROR(state_->SetSequences(lengths));
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state_->stream()));
-  return TimeForward(rows, iterations);
+  return TimeForward(rows, iterations, std::ssize(lengths));
 }
 
 Result<std::vector<StepTime>> GpuForwardTimer::ProfileTokenForward(
@@ -74,7 +92,7 @@ Result<std::vector<StepTime>> GpuForwardTimer::ProfileTokenForward(
     marks.push_back(std::move(event));
   }
   LTSERVE_RETURN_IF_ERROR(state_->SetSequences(lengths));
-  const std::size_t bucket = model_->BucketFor(rows);
+  const std::size_t bucket = model_->BucketFor(rows, std::ssize(lengths));
   cudaStream_t stream = state_->stream();
   std::vector<StepTime> times(steps.size());
   for (std::size_t s = 0; s < steps.size(); ++s) {
@@ -84,6 +102,9 @@ Result<std::vector<StepTime>> GpuForwardTimer::ProfileTokenForward(
           if constexpr (std::is_same_v<T, gpu::GemmStep>) return "gemm";
           if constexpr (std::is_same_v<T, gpu::AttentionStep>) return "attention";
           if constexpr (std::is_same_v<T, gpu::LayerNormStep>) return "layernorm";
+          if constexpr (std::is_same_v<T, gpu::EmbedStep>) return "embedding";
+          if constexpr (std::is_same_v<T, gpu::PoolStep>) return "pooling";
+          if constexpr (std::is_same_v<T, gpu::L2NormalizeStep>) return "l2-normalize";
           return "pointwise";
         },
         steps[s]);

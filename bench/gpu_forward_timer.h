@@ -20,8 +20,8 @@
 
 namespace ltserve_bench {
 
-// Mean device time of one kind of step over an eager pass: "gemm", "attention", "layernorm" or
-// "pointwise"; CUDA events between steps, so each step also carries its launch gap.
+// Mean device time of one kind of step over an eager pass: "gemm", "attention", "layernorm",
+// "embedding", "pooling", "l2-normalize" or "pointwise"; CUDA events between steps, so each step also carries its launch gap.
 struct StepTime {
   std::string kind;
   double us = 0;
@@ -33,10 +33,15 @@ class GpuForwardTimer {
   static ltserve::Result<std::unique_ptr<GpuForwardTimer>> Create(
       std::shared_ptr<const ltserve::gpu::GpuModel> model);
 
-  // Mean µs of `iterations` back-to-back passes at `rows` rows (the bucket's graph).
-  ltserve::Result<double> TimeForward(std::int64_t rows, int iterations);
+  // Mean µs of `iterations` back-to-back passes at `rows` rows (the bucket's graph; for a
+  // pooled plan the bucket holding `sequences` too).
+  ltserve::Result<double> TimeForward(std::int64_t rows, int iterations, std::int64_t sequences = 0);
   // The same for a token model over sequences of `lengths` tokens, packed.
   ltserve::Result<double> TimeTokenForward(std::span<const std::int32_t> lengths, int iterations);
+  // A token-id plan: fills the device's token inputs (ids, positions, types) with values uniform
+  // in [0, bound), so the embedding gathers random table rows as real ids do (the kernel
+  // clamps each into its table).
+  ltserve::Status FillTokenIds(std::int32_t bound, std::uint64_t seed);
   // Per step (plan order), mean µs over `iterations` eager passes.
   ltserve::Result<std::vector<StepTime>> ProfileTokenForward(std::span<const std::int32_t> lengths,
                                                              int iterations);

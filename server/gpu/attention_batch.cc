@@ -4,14 +4,19 @@
 
 #include "gpu/attention.h"
 #include "gpu/cuda_check.h"
+#include "gpu/token_kernels.h"
 
 namespace ltserve::gpu {
 
-Result<AttentionBatch> AttentionBatch::Create(std::int64_t max_tokens) {
+Result<AttentionBatch> AttentionBatch::Create(std::int64_t max_tokens, std::int64_t max_sequences) {
   if (max_tokens < 1) return InvalidArgument("attention batch needs a capacity of >= 1 token");
   AttentionBatch batch;
   batch.max_tokens_ = max_tokens;
-  const auto bytes = static_cast<std::size_t>(AttentionBatchInts(max_tokens)) * sizeof(std::int32_t);
+  batch.max_sequences_ = max_sequences > 0 ? max_sequences : max_tokens;
+  // In front, so that one copy from the start covers the table and the used work items.
+  batch.table_ints_ = max_sequences > 0 ? SequenceTableInts(max_sequences) : 0;
+  const auto bytes = static_cast<std::size_t>(batch.table_ints_ + AttentionBatchInts(max_tokens)) *
+                     sizeof(std::int32_t);
   LTSERVE_ASSIGN_OR_RETURN(batch.host_, PinnedBuffer::Create(bytes, "attention batch staging"));
   LTSERVE_ASSIGN_OR_RETURN(batch.device_, DeviceBuffer::Create(bytes, "attention batch"));
   // Blocks read their first item's slot before the item count (attention.cu): defined bytes.
@@ -20,12 +25,13 @@ Result<AttentionBatch> AttentionBatch::Create(std::int64_t max_tokens) {
 }
 
 Status AttentionBatch::Upload(std::span<const std::int32_t> lengths, cudaStream_t stream) {
-  if (static_cast<std::int64_t>(lengths.size()) > max_tokens_) {
+  if (static_cast<std::int64_t>(lengths.size()) > max_sequences_) {
     return InvalidArgument("batch of " + std::to_string(lengths.size()) +
-                           " sequences exceeds the attention capacity of " +
-                           std::to_string(max_tokens_) + " tokens");
+                           " sequences exceeds the capacity of " + std::to_string(max_sequences_) +
+                           (table_ints_ == 0 ? " (one a token)" : " sequences"));
   }
-  auto* host = reinterpret_cast<std::int32_t*>(host_.data());
+  auto* table = reinterpret_cast<std::int32_t*>(host_.data());
+  auto* host = table + table_ints_;
   std::int32_t* work = host + 1;
   std::int64_t tokens = 0;
   std::int32_t items = 0;
@@ -37,6 +43,7 @@ Status AttentionBatch::Upload(std::span<const std::int32_t> lengths, cudaStream_
                              " tokens exceeds the attention capacity");
     }
     const auto begin = static_cast<std::int32_t>(tokens - lengths[s]);
+    if (table_ints_ > 0) table[1 + s] = begin;
     for (std::int32_t first = 0; first < lengths[s]; first += kAttentionQueriesPerItem) {
       work[kAttentionItemInts * items] = begin;
       work[kAttentionItemInts * items + 1] = lengths[s];
@@ -45,8 +52,12 @@ Status AttentionBatch::Upload(std::span<const std::int32_t> lengths, cudaStream_
     }
   }
   host[0] = items;
+  if (table_ints_ > 0) {
+    table[0] = static_cast<std::int32_t>(lengths.size());
+    table[1 + lengths.size()] = static_cast<std::int32_t>(tokens);
+  }
   const std::size_t bytes =
-      static_cast<std::size_t>(1 + kAttentionItemInts * items) * sizeof(std::int32_t);
+      static_cast<std::size_t>(table_ints_ + 1 + kAttentionItemInts * items) * sizeof(std::int32_t);
   LTSERVE_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(device_.data(), host_.data(), bytes, cudaMemcpyHostToDevice, stream));
   return Status::Ok();

@@ -12,12 +12,32 @@ std::vector<std::int64_t> Buckets(plan::InputKind kind, std::int64_t capacity) {
   // so the excess stays under one step while a step's kernels are long enough that their
   // launch cost no longer matters.
   const std::int64_t step = std::max(kTokenBucketStep, (capacity / 32 + 127) / 128 * 128);
-  const bool stepped = kind == plan::InputKind::kTokens;
+  const bool stepped = plan::TakesTokens(kind);
   for (std::int64_t rows = 1; rows < capacity; rows = stepped && rows >= step ? rows + step : rows * 2) {
     buckets.push_back(rows);
   }
   buckets.push_back(capacity);
   return buckets;
+}
+
+std::vector<std::int64_t> BucketSequences(const std::vector<std::int64_t>& buckets,
+                                          std::int64_t max_sequences) {
+  std::vector<std::int64_t> sequences;
+  for (std::int64_t rows : buckets) sequences.push_back(std::min(rows, max_sequences));
+  if (!sequences.empty()) sequences.back() = max_sequences;
+  return sequences;
+}
+
+std::size_t SmallestBucket(const std::vector<std::int64_t>& buckets,
+                           const std::vector<std::int64_t>& bucket_sequences, std::int64_t rows,
+                           std::int64_t sequences) {
+  std::size_t bucket = 0;
+  while (bucket + 1 < buckets.size() &&
+         (buckets[bucket] < rows ||
+          (!bucket_sequences.empty() && bucket_sequences[bucket] < sequences))) {
+    ++bucket;
+  }
+  return bucket;
 }
 
 }  // namespace ltserve::gpu

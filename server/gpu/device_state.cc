@@ -3,6 +3,7 @@
 #include "gpu/algo_cache.h"
 #include "gpu/attention.h"
 #include "gpu/cuda_check.h"
+#include "gpu/token_kernels.h"
 
 namespace ltserve::gpu {
 namespace {
@@ -27,8 +28,11 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
                            DeviceBuffer::Create(options.workspace_bytes, "cuBLASLt workspace"));
   const ElemType storage = StorageType(options.precision);
   const auto rows = static_cast<std::size_t>(options.capacity_rows);
-  for (const plan::Value& value : model->plan().values()) {
-    const std::size_t bytes = rows * static_cast<std::size_t>(value.width) * ElemSize(storage);
+  const plan::Plan& plan = model->plan();
+  for (std::size_t v = 0; v < plan.values().size(); ++v) {
+    const plan::Value& value = plan.values()[v];
+    const auto value_rows = static_cast<std::size_t>(model->ValueCapacity(static_cast<plan::ValueId>(v)));
+    const std::size_t bytes = value_rows * static_cast<std::size_t>(value.width) * ElemSize(storage);
     LTSERVE_ASSIGN_OR_RETURN(DeviceBuffer buffer,
                              DeviceBuffer::Create(bytes, "activation '" + value.name + "'"));
     // Rows past a batch (bucket padding) are computed too: start them as zeros, not garbage.
@@ -44,13 +48,20 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
         cudaMemsetAsync(state->input_io_.data(), 0, state->input_io_.bytes(), state->stream()));
   }
   if (options.output_type != storage) {
+    const auto output_rows = static_cast<std::size_t>(model->ValueCapacity(plan.output()));
     LTSERVE_ASSIGN_OR_RETURN(
         state->output_io_,
-        DeviceBuffer::Create(rows * model->plan().output_width() * ElemSize(options.output_type),
+        DeviceBuffer::Create(output_rows * plan.output_width() * ElemSize(options.output_type),
                              "output staging"));
   }
-  if (model->has_attention()) {
-    LTSERVE_ASSIGN_OR_RETURN(AttentionBatch batch, AttentionBatch::Create(options.capacity_rows));
+  if (plan.input_kind() == plan::InputKind::kTokenIds) {
+    const std::size_t bytes = kTokenIdInputs * rows * sizeof(std::int32_t);
+    LTSERVE_ASSIGN_OR_RETURN(state->token_ids_, DeviceBuffer::Create(bytes, "token ids"));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->token_ids_.data(), 0, bytes, state->stream()));
+  }
+  if (model->has_attention() || plan.output_per_sequence()) {
+    LTSERVE_ASSIGN_OR_RETURN(AttentionBatch batch,
+                             AttentionBatch::Create(options.capacity_rows, options.capacity_sequences));
     state->attention_batch_.emplace(std::move(batch));
     LTSERVE_RETURN_IF_ERROR(state->SetSequences({}));
   }
@@ -59,8 +70,8 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
     const auto* step = std::get_if<GemmStep>(&model->steps()[s]);
     if (step == nullptr) continue;
     for (std::size_t b = 0; b < model->buckets().size(); ++b) {
-      LTSERVE_ASSIGN_OR_RETURN(Gemm gemm,
-                               Gemm::Create(options.precision, step->Shape(model->buckets()[b])));
+      LTSERVE_ASSIGN_OR_RETURN(
+          Gemm gemm, Gemm::Create(options.precision, step->Shape(model->StepRows(s, b))));
       if (model->tuned()) gemm.set_algo(model->Algo(s, b));
       state->gemms_[s].push_back(std::move(gemm));
     }
@@ -70,6 +81,7 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
 }
 
 void* DeviceState::input_device() const {
+  if (token_ids_.data() != nullptr) return token_ids_.data();
   return input_io_.data() != nullptr ? input_io_.data() : Value(model_->plan().input());
 }
 
@@ -78,7 +90,7 @@ const void* DeviceState::output_device() const {
 }
 
 Status DeviceState::RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket) {
-  const std::int64_t rows = model_->buckets()[bucket];
+  const std::int64_t rows = model_->StepRows(step_index, bucket);
   const GemmOperands operands = Operands(*model_, step);
   const bool has_residual = step.residual != plan::kNoValue;
   if (model_->SmallBatch(step_index, bucket)) {
@@ -100,6 +112,27 @@ Status DeviceState::RunGemm(std::size_t step_index, const GemmStep& step, std::s
   return Status::Ok();
 }
 
+Status DeviceState::RunEmbed(const EmbedStep& step, std::size_t bucket) {
+  const std::int64_t rows = model_->buckets()[bucket];
+  const auto* inputs = reinterpret_cast<const std::int32_t*>(token_ids_.data());
+  EmbeddingTables tables;
+  tables.word = model_->Weight(step.word_offset);
+  tables.position = model_->Weight(step.position_offset);
+  tables.token_type = model_->Weight(step.type_offset);
+  tables.vocab_size = static_cast<std::int32_t>(step.vocab_size);
+  tables.max_positions = static_cast<std::int32_t>(step.max_positions);
+  tables.type_vocab_size = static_cast<std::int32_t>(step.type_vocab_size);
+  tables.gamma = static_cast<const float*>(model_->Weight(step.gamma_offset));
+  tables.beta = static_cast<const float*>(model_->Weight(step.beta_offset));
+  tables.eps = step.eps;
+  LTSERVE_CUDA_RETURN_IF_ERROR(LaunchEmbedding(
+      inputs + TokenIdsAt(kIdsInput, rows), inputs + TokenIdsAt(kPositionInput, rows),
+      inputs + TokenIdsAt(kTypeInput, rows), tables, Value(step.output), rows,
+      model_->plan().values()[step.output].width, StorageType(model_->options().precision),
+      stream()));
+  return Status::Ok();
+}
+
 Status DeviceState::SetSequences(std::span<const std::int32_t> lengths) {
   if (!attention_batch_.has_value()) return Status::Ok();
   return attention_batch_->Upload(lengths, stream());
@@ -117,25 +150,37 @@ Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_mark
   }
   for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
+    const std::int64_t step_rows = model_->StepRows(s, bucket);
     if (const auto* gemm = std::get_if<GemmStep>(&step)) {
       LTSERVE_RETURN_IF_ERROR(RunGemm(s, *gemm, bucket));
     } else if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
       const void* residual =
           pointwise->residual == plan::kNoValue ? nullptr : Value(pointwise->residual);
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPointwise(
-          Value(pointwise->input), nullptr, residual, Value(pointwise->output), rows,
+          Value(pointwise->input), nullptr, residual, Value(pointwise->output), step_rows,
           plan.values()[pointwise->output].width, pointwise->activation, storage, stream()));
     } else if (const auto* norm = std::get_if<LayerNormStep>(&step)) {
       const void* residual = norm->residual == plan::kNoValue ? nullptr : Value(norm->residual);
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchLayerNorm(
           Value(norm->input), residual, static_cast<const float*>(model_->Weight(norm->gamma_offset)),
-          static_cast<const float*>(model_->Weight(norm->beta_offset)), Value(norm->output), rows,
-          plan.values()[norm->output].width, norm->eps, storage, stream()));
+          static_cast<const float*>(model_->Weight(norm->beta_offset)), Value(norm->output),
+          step_rows, plan.values()[norm->output].width, norm->eps, storage, stream()));
     } else if (const auto* attention = std::get_if<AttentionStep>(&step)) {
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
           attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
           storage, stream()));
+    } else if (const auto* embed = std::get_if<EmbedStep>(&step)) {
+      LTSERVE_RETURN_IF_ERROR(RunEmbed(*embed, bucket));
+    } else if (const auto* pool = std::get_if<PoolStep>(&step)) {
+      LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPool(
+          Value(pool->input), attention_batch_->sequences(), Value(pool->output),
+          model_->bucket_sequences()[bucket], plan.values()[pool->output].width, pool->pooling,
+          pool->empty_value, storage, stream()));
+    } else if (const auto* normalize = std::get_if<L2NormalizeStep>(&step)) {
+      LTSERVE_CUDA_RETURN_IF_ERROR(LaunchL2Normalize(
+          Value(normalize->input), Value(normalize->output), step_rows,
+          plan.values()[normalize->output].width, normalize->eps, storage, stream()));
     }
     if (s < step_marks.size()) {
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
@@ -144,7 +189,8 @@ Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_mark
   if (output_io_.data() != nullptr) {
     LTSERVE_CUDA_RETURN_IF_ERROR(
         LaunchConvert(Value(plan.output()), storage, output_io_.data(), options.output_type,
-                      static_cast<std::size_t>(rows * plan.output_width()), stream()));
+                      static_cast<std::size_t>(model_->OutputRows(bucket) * plan.output_width()),
+                      stream()));
   }
   return Status::Ok();
 }
@@ -152,10 +198,10 @@ Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_mark
 // The algorithm for one GEMM step at one bucket: from the cache when it still applies, else
 // timed; NOT_FOUND when cuBLASLt has none for this epilogue.
 Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, const GemmStep& step,
-                                                     std::size_t bucket, AlgoCache& cache,
+                                                     std::int64_t rows, AlgoCache& cache,
                                                      int* from_cache) {
   const GpuModelOptions& options = model.options();
-  const GemmShape shape = step.Shape(model.buckets()[bucket]);
+  const GemmShape shape = step.Shape(rows);
   LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, shape));
   const std::string key = shape.Key(options.precision, options.workspace_bytes);
   const cublasLtMatmulAlgo_t* cached = cache.Find(key);
@@ -176,9 +222,8 @@ Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, cons
 
 // Whether the small-batch kernel should replace cuBLASLt for this step and bucket.
 Result<bool> DeviceState::PreferSmallBatch(const GpuModel& model, const GemmStep& step,
-                                           std::size_t bucket, const cublasLtMatmulAlgo_t& algo) {
+                                           std::int64_t rows, const cublasLtMatmulAlgo_t& algo) {
   const GpuModelOptions& options = model.options();
-  const std::int64_t rows = model.buckets()[bucket];
   const ElemType storage = StorageType(options.precision);
   if (options.small_batch == SmallBatchMode::kOff || !step.fused ||
       !SmallBatchLinearSupports(storage, rows, step.k)) {
@@ -234,12 +279,14 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
     auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
     if (step == nullptr) continue;
     for (std::size_t b = 0; b < buckets; ++b) {
-      Result<cublasLtMatmulAlgo_t> algo = state->ChooseAlgo(*model, *step, b, cache, &from_cache);
+      const std::int64_t rows = model->StepRows(s, b);
+      Result<cublasLtMatmulAlgo_t> algo =
+          state->ChooseAlgo(*model, *step, rows, cache, &from_cache);
       if (!algo.ok() && algo.status().code() == StatusCode::kNotFound && step->fused) {
         tuning.notes.push_back("linear " + std::to_string(step->k) + "->" +
                                std::to_string(step->n) + " (plan op " + std::to_string(s) +
                                "): cuBLASLt has no fused algorithm at " +
-                               std::to_string(model->buckets()[b]) +
+                               std::to_string(rows) +
                                " rows; running matmul + separate bias/activation kernel");
         step->fused = false;
         ChooseEpilogue(*step, options.gelu);
@@ -251,7 +298,7 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
       if (!algo.ok()) return algo.status();
       tuning.algos[s].push_back(algo.value());
       LTSERVE_ASSIGN_OR_RETURN(const bool prefer,
-                               state->PreferSmallBatch(*model, *step, b, algo.value()));
+                               state->PreferSmallBatch(*model, *step, rows, algo.value()));
       tuning.small_batch[s][b] = prefer ? 1 : 0;
     }
     for (std::uint8_t chosen : tuning.small_batch[s]) small_batch += chosen;

@@ -22,6 +22,13 @@
 
 namespace ltserve::gpu {
 
+// Where token-id input `input` (kIdsInput...) of a batch in a bucket of `bucket_rows` tokens
+// starts, in ints from the start of the input buffer: each input is a bucket long, so a
+// bucket's graph reads fixed addresses and one copy uploads all three.
+constexpr std::int64_t TokenIdsAt(std::size_t input, std::int64_t bucket_rows) {
+  return static_cast<std::int64_t>(input) * bucket_rows;
+}
+
 class DeviceState {
  public:
   // Sets each GEMM's algorithm from the model when it is tuned (an untuned model's state is
@@ -29,14 +36,16 @@ class DeviceState {
   static Result<std::unique_ptr<DeviceState>> Create(std::shared_ptr<const GpuModel> model);
 
   cudaStream_t stream() const { return stream_.get(); }
-  // Where the host copies input rows to, and reads output rows from.
+  // Where the host copies input rows to, and reads output rows from. For a token-id plan the
+  // input is the three int32 token inputs, each a bucket's rows long, one after another
+  // (TokenIdsAt).
   void* input_device() const;
   const void* output_device() const;
 
-  // Token models with attention: enqueues the upload of the next batch's sequence lengths
-  // (the packed tokens' split into sequences), which Forward's attention steps read. Until
-  // the first call the batch holds no sequence and attention writes nothing. A no-op for
-  // models without attention.
+  // Token models with attention or pooling: enqueues the upload of the next batch's sequence
+  // lengths (the packed tokens' split into sequences), which Forward's attention and pooling
+  // steps read. Until the first call the batch holds no sequence and attention writes
+  // nothing. A no-op for other models.
   Status SetSequences(std::span<const std::int32_t> lengths);
 
   // Enqueues the forward pass over `bucket`'s rows, conversions at the edges included. With
@@ -52,10 +61,11 @@ class DeviceState {
  private:
   DeviceState() = default;
   Status RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket);
+  Status RunEmbed(const EmbedStep& step, std::size_t bucket);
   GemmOperands Operands(const GpuModel& model, const GemmStep& step) const;
   Result<cublasLtMatmulAlgo_t> ChooseAlgo(const GpuModel& model, const GemmStep& step,
-                                          std::size_t bucket, AlgoCache& cache, int* from_cache);
-  Result<bool> PreferSmallBatch(const GpuModel& model, const GemmStep& step, std::size_t bucket,
+                                          std::int64_t rows, AlgoCache& cache, int* from_cache);
+  Result<bool> PreferSmallBatch(const GpuModel& model, const GemmStep& step, std::int64_t rows,
                                 const cublasLtMatmulAlgo_t& algo);
   void* Value(plan::ValueId id) const { return values_[static_cast<std::size_t>(id)].data(); }
 
@@ -66,8 +76,9 @@ class DeviceState {
   std::vector<DeviceBuffer> values_;
   DeviceBuffer input_io_;   // only when the input dtype differs from the compute dtype
   DeviceBuffer output_io_;  // likewise for the output
+  DeviceBuffer token_ids_;  // a token-id plan's three int32 inputs
   std::vector<std::vector<Gemm>> gemms_;  // [step][bucket]; empty for non-GEMM steps
-  std::optional<AttentionBatch> attention_batch_;  // only for a model with attention
+  std::optional<AttentionBatch> attention_batch_;  // only for a model with attention or pooling
 };
 
 }  // namespace ltserve::gpu

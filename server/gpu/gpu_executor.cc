@@ -28,14 +28,18 @@ class GpuInstance final : public ExecutorInstance {
     instance->model_ = model;
     LTSERVE_ASSIGN_OR_RETURN(instance->state_, DeviceState::Create(model));
     const GpuModelOptions& options = model->options();
+    const plan::Plan& plan = model->plan();
     const auto rows = static_cast<std::size_t>(options.capacity_rows);
-    LTSERVE_ASSIGN_OR_RETURN(
-        instance->pinned_input_,
-        PinnedBuffer::Create(rows * model->plan().input_width() * ElemSize(options.input_type),
-                             "input staging"));
+    const std::size_t input_bytes =
+        plan.input_kind() == plan::InputKind::kTokenIds
+            ? kTokenIdInputs * rows * sizeof(std::int32_t)
+            : rows * plan.input_width() * ElemSize(options.input_type);
+    LTSERVE_ASSIGN_OR_RETURN(instance->pinned_input_,
+                             PinnedBuffer::Create(input_bytes, "input staging"));
+    const auto output_rows = static_cast<std::size_t>(model->ValueCapacity(plan.output()));
     LTSERVE_ASSIGN_OR_RETURN(
         instance->pinned_output_,
-        PinnedBuffer::Create(rows * model->plan().output_width() * ElemSize(options.output_type),
+        PinnedBuffer::Create(output_rows * plan.output_width() * ElemSize(options.output_type),
                              "output staging"));
     for (Event& event : instance->events_) {
       LTSERVE_ASSIGN_OR_RETURN(event, CreateEvent(/*timing=*/true));
@@ -47,6 +51,9 @@ class GpuInstance final : public ExecutorInstance {
   }
 
   Result<std::span<std::byte>> InputBuffer(std::size_t index, std::size_t bytes) override {
+    if (model_->plan().input_kind() == plan::InputKind::kTokenIds) {
+      return TokenIdBuffer(index, bytes);
+    }
     if (index != 0) {
       return InvalidArgument("input " + std::to_string(index) + " does not exist; the model has one");
     }
@@ -59,34 +66,60 @@ class GpuInstance final : public ExecutorInstance {
   }
 
   Status Execute(const BatchShape& shape, ExecuteTimings* timings) override {
-    last_rows_ = 0;
+    last_output_rows_ = 0;
+    const plan::Plan& plan = model_->plan();
     LTSERVE_ASSIGN_OR_RETURN(const std::int64_t rows, Rows(shape));
-    if (rows == 0) {
+    const bool pooled = plan.output_per_sequence();
+    if (rows == 0 && !pooled) {
       // Token sequences that were all padding: nothing to compute, an empty [0, width] output.
       if (timings != nullptr) *timings = ExecuteTimings{};
       last_batch_ = shape.batch_size;
       return Status::Ok();
     }
+    const bool token_ids = plan.input_kind() == plan::InputKind::kTokenIds;
+    if (token_ids) {
+      for (std::size_t i = 0; i < kTokenIdInputs; ++i) {
+        if (staged_tokens_[i] != rows) {
+          return InvalidArgument("token-id input " + std::to_string(i) + " was staged for " +
+                                 std::to_string(staged_tokens_[i]) + " tokens; the batch has " +
+                                 std::to_string(rows));
+        }
+      }
+    }
     const GpuModelOptions& options = model_->options();
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.gpu_device));
-    const std::size_t bucket = model_->BucketFor(rows);
-    const auto in_bytes = static_cast<std::size_t>(rows * model_->plan().input_width()) *
-                          ElemSize(options.input_type);
-    const auto out_bytes = static_cast<std::size_t>(rows * model_->plan().output_width()) *
+    const std::size_t bucket = model_->BucketFor(rows, pooled ? shape.batch_size : 0);
+    const std::int64_t output_rows = pooled ? shape.batch_size : rows;
+    const auto out_bytes = static_cast<std::size_t>(output_rows * plan.output_width()) *
                            ElemSize(options.output_type);
     cudaStream_t stream = state_->stream();
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[0].get(), stream));
     // First, since it validates the lengths: a rejected batch enqueues no copy of its input.
-    if (model_->plan().input_kind() == plan::InputKind::kTokens) {
+    if (plan::TakesTokens(plan.input_kind())) {
       LTSERVE_RETURN_IF_ERROR(state_->SetSequences(shape.sequence_lengths));
     }
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state_->input_device(), pinned_input_.data(),
-                                                 in_bytes, cudaMemcpyHostToDevice, stream));
+    if (token_ids && rows > 0) {
+      // One copy of all three inputs: staged back to back `rows` long, each lands at its
+      // bucket-long slot (DeviceState::input_device).
+      const std::size_t row_bytes = static_cast<std::size_t>(rows) * sizeof(std::int32_t);
+      const std::size_t pitch =
+          static_cast<std::size_t>(TokenIdsAt(1, model_->buckets()[bucket])) * sizeof(std::int32_t);
+      LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(state_->input_device(), pitch,
+                                                     pinned_input_.data(), row_bytes, row_bytes,
+                                                     kTokenIdInputs, cudaMemcpyHostToDevice, stream));
+    } else if (!token_ids) {
+      const auto in_bytes = static_cast<std::size_t>(rows * plan.input_width()) *
+                            ElemSize(options.input_type);
+      LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state_->input_device(), pinned_input_.data(),
+                                                   in_bytes, cudaMemcpyHostToDevice, stream));
+    }
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[1].get(), stream));
     LTSERVE_RETURN_IF_ERROR(Launch(bucket));
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2].get(), stream));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pinned_output_.data(), state_->output_device(),
-                                                 out_bytes, cudaMemcpyDeviceToHost, stream));
+    if (out_bytes > 0) {
+      LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pinned_output_.data(), state_->output_device(),
+                                                   out_bytes, cudaMemcpyDeviceToHost, stream));
+    }
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[3].get(), stream));
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events_[3].get()));
     if (timings != nullptr) {
@@ -99,22 +132,23 @@ class GpuInstance final : public ExecutorInstance {
       timings->infer_ns = static_cast<std::uint64_t>(ms[1] * 1e6);
       timings->output_ns = static_cast<std::uint64_t>(ms[2] * 1e6);
     }
-    last_rows_ = rows;
+    last_output_rows_ = output_rows;
     last_batch_ = shape.batch_size;
     return Status::Ok();
   }
 
   std::span<const std::byte> Output(std::size_t index) const override {
     if (index != 0) return {};
-    const auto bytes = static_cast<std::size_t>(last_rows_ * model_->plan().output_width()) *
+    const auto bytes = static_cast<std::size_t>(last_output_rows_ * model_->plan().output_width()) *
                        ElemSize(model_->options().output_type);
     return {pinned_output_.data(), bytes};
   }
 
   std::vector<std::int64_t> OutputShape(std::size_t index) const override {
     if (index != 0) return {};
-    if (model_->plan().input_kind() == plan::InputKind::kTokens) {
-      return {last_rows_, model_->plan().output_width()};
+    if (plan::TakesTokens(model_->plan().input_kind())) {
+      // [tokens, width], or [sequences, width] for a pooled plan (0 rows after a failed run).
+      return {last_output_rows_, model_->plan().output_width()};
     }
     std::vector<std::int64_t> shape{last_batch_};
     const auto& dims = model_->options().output_dims;
@@ -125,9 +159,26 @@ class GpuInstance final : public ExecutorInstance {
  private:
   GpuInstance() = default;
 
+  // Token-id inputs are staged back to back, each as long as the caller says (the batch's
+  // token count, which Execute checks against the lengths).
+  Result<std::span<std::byte>> TokenIdBuffer(std::size_t index, std::size_t bytes) {
+    if (index >= kTokenIdInputs) {
+      return InvalidArgument("input " + std::to_string(index) + " does not exist; a token-id model has " +
+                             std::to_string(kTokenIdInputs) + " (ids, positions, token types)");
+    }
+    const auto capacity = static_cast<std::size_t>(model_->options().capacity_rows);
+    if (bytes % sizeof(std::int32_t) != 0 || bytes / sizeof(std::int32_t) > capacity) {
+      return InvalidArgument("token-id input of " + std::to_string(bytes) +
+                             " bytes is not int32 values for at most the " +
+                             std::to_string(capacity) + " tokens the instance was sized for");
+    }
+    staged_tokens_[index] = static_cast<std::int64_t>(bytes / sizeof(std::int32_t));
+    return std::span<std::byte>(pinned_input_.data() + index * bytes, bytes);
+  }
+
   Result<std::int64_t> Rows(const BatchShape& shape) const {
     std::int64_t rows = shape.batch_size;
-    if (model_->plan().input_kind() == plan::InputKind::kTokens) {
+    if (plan::TakesTokens(model_->plan().input_kind())) {
       if (shape.batch_size < 1) return InvalidArgument("a token batch needs at least one sequence");
       if (shape.sequence_lengths.size() != static_cast<std::size_t>(shape.batch_size)) {
         return InvalidArgument("token batch of " + std::to_string(shape.batch_size) +
@@ -141,7 +192,7 @@ class GpuInstance final : public ExecutorInstance {
       }
     }
     // A token batch may hold 0 tokens (every sequence all padding); a row batch has rows.
-    const bool tokens = model_->plan().input_kind() == plan::InputKind::kTokens;
+    const bool tokens = plan::TakesTokens(model_->plan().input_kind());
     if (rows < (tokens ? 0 : 1) || rows > model_->options().capacity_rows) {
       return InvalidArgument("batch of " + std::to_string(rows) + " rows is outside 1.." +
                              std::to_string(model_->options().capacity_rows) +
@@ -158,7 +209,8 @@ class GpuInstance final : public ExecutorInstance {
   PinnedBuffer pinned_output_;
   std::array<Event, 4> events_;
   BucketGraphs graphs_;
-  std::int64_t last_rows_ = 0;
+  std::array<std::int64_t, kTokenIdInputs> staged_tokens_{};  // token-id plans: per input
+  std::int64_t last_output_rows_ = 0;  // of the last run: tokens, or sequences when pooled
   std::int64_t last_batch_ = 0;
 };
 

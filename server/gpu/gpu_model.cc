@@ -8,6 +8,7 @@
 #include "common/float16.h"
 #include "gpu/attention.h"
 #include "gpu/cuda_check.h"
+#include "gpu/token_kernels.h"
 
 namespace ltserve::gpu {
 namespace {
@@ -91,11 +92,51 @@ void ChooseEpilogue(GemmStep& step, GeluMode gelu) {
   step.needs_pointwise = step.after != plan::Activation::kNone;
 }
 
+namespace {
+
+// A token-id plan's executor inputs are int32 arrays the batcher fills from the ids it
+// checked against the layout's vocabularies: those must fit the plan's tables.
+Status CheckTokenIds(const plan::Plan& plan, const std::optional<TokenLayout>& tokens) {
+  const plan::EmbeddingOp& embedding = *plan.embedding();
+  if (!tokens || !tokens->ids) {
+    return InvalidArgument("a token-id plan needs the model's token layout with its token ids");
+  }
+  const TokenIds& ids = *tokens->ids;
+  if (ids.vocab_size < 1 || ids.vocab_size > embedding.vocab_size) {
+    return InvalidArgument("the layout accepts ids below " + std::to_string(ids.vocab_size) +
+                           ", the embedding has " + std::to_string(embedding.vocab_size) + " rows");
+  }
+  if (ids.type_vocab_size > std::max<std::int64_t>(embedding.type_vocab_size, 1)) {
+    return InvalidArgument("the layout accepts token types below " +
+                           std::to_string(ids.type_vocab_size) + ", the embedding has " +
+                           std::to_string(embedding.type_vocab_size));
+  }
+  constexpr std::int64_t kInt32Max = 2147483647;
+  if (std::max({embedding.vocab_size, embedding.max_positions, embedding.type_vocab_size,
+                tokens->max_batch_tokens}) > kInt32Max) {
+    return Unimplemented("the GPU executor indexes tables and token batches with int32");
+  }
+  const std::int64_t width = plan.input_width();
+  if (width > kEmbeddingMaxWidth) {
+    return Unimplemented("the GPU embedding kernel takes widths up to " +
+                         std::to_string(kEmbeddingMaxWidth) + "; this model's is " +
+                         std::to_string(width));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<GpuModelOptions> DeriveGpuOptions(const plan::Plan& plan, const ModelSpec& spec,
                                          const std::optional<TokenLayout>& tokens) {
   GpuModelOptions options;
   static_cast<ModelOptions&>(options) = spec.options;
-  LTSERVE_ASSIGN_OR_RETURN(options.input_type, IoType(ExecutorInputs(spec, tokens), "input"));
+  if (plan.input_kind() == plan::InputKind::kTokenIds) {
+    LTSERVE_RETURN_IF_ERROR(CheckTokenIds(plan, tokens));
+    options.input_type = StorageType(options.precision);
+  } else {
+    LTSERVE_ASSIGN_OR_RETURN(options.input_type, IoType(ExecutorInputs(spec, tokens), "input"));
+  }
   LTSERVE_ASSIGN_OR_RETURN(options.output_type, IoType(spec.outputs, "output"));
 
   options.output_dims = {plan.output_width()};
@@ -112,6 +153,7 @@ Result<GpuModelOptions> DeriveGpuOptions(const plan::Plan& plan, const ModelSpec
     return InvalidArgument("a token plan needs the model's token layout with a token budget");
   }
   options.capacity_rows = tokens->max_batch_tokens;
+  if (plan.output_per_sequence()) options.capacity_sequences = std::max(spec.max_batch_size, 1);
   return options;
 }
 
@@ -124,6 +166,14 @@ Result<std::shared_ptr<const GpuModel>> GpuModel::Create(std::shared_ptr<const p
   model->plan_ = std::move(plan);
   LTSERVE_ASSIGN_OR_RETURN(model->options_, DeriveGpuOptions(*model->plan_, spec, tokens));
   model->buckets_ = Buckets(model->plan_->input_kind(), model->options_.capacity_rows);
+  if (model->plan_->output_per_sequence()) {
+    model->bucket_sequences_ = BucketSequences(model->buckets_, model->options_.capacity_sequences);
+  }
+  model->value_per_sequence_.assign(model->plan_->values().size(), 0);
+  const std::vector<plan::Op>& ops = model->plan_->ops();
+  for (std::size_t i = model->plan_->pool_index(); i < ops.size(); ++i) {
+    std::visit([&](const auto& op) { model->value_per_sequence_[op.output] = 1; }, ops[i]);
+  }
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(model->options_.gpu_device));
   LTSERVE_RETURN_IF_ERROR(model->Lower());
   LTSERVE_RETURN_IF_ERROR(model->Upload());
@@ -140,10 +190,13 @@ std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
   return tuned;
 }
 
-std::size_t GpuModel::BucketFor(std::int64_t rows) const {
-  std::size_t bucket = 0;
-  while (bucket + 1 < buckets_.size() && buckets_[bucket] < rows) ++bucket;
-  return bucket;
+std::size_t GpuModel::BucketFor(std::int64_t rows, std::int64_t sequences) const {
+  return SmallestBucket(buckets_, bucket_sequences_, rows, sequences);
+}
+
+std::int64_t GpuModel::ValueCapacity(plan::ValueId id) const {
+  return value_per_sequence_[static_cast<std::size_t>(id)] != 0 ? options_.capacity_sequences
+                                                                 : options_.capacity_rows;
 }
 
 Status GpuModel::Lower() {
@@ -182,6 +235,28 @@ Status GpuModel::Lower() {
                                    std::to_string(o.head_dim));
             }
             steps_.push_back(AttentionStep{o.qkv, o.output, o.num_heads, o.head_dim});
+          } else if constexpr (std::is_same_v<T, plan::EmbeddingOp>) {
+            EmbedStep step;
+            step.output = o.output;
+            step.word_offset = Append(host_weights_, o.word, storage);
+            step.position_offset = Append(host_weights_, o.position, storage);
+            step.type_offset = Append(host_weights_, o.token_type, storage);
+            step.vocab_size = o.vocab_size;
+            step.max_positions = o.max_positions;
+            step.type_vocab_size = o.type_vocab_size;
+            step.gamma_offset = Append(host_weights_, o.gamma, ElemType::kFp32);
+            step.beta_offset = Append(host_weights_, o.beta, ElemType::kFp32);
+            step.eps = o.eps;
+            steps_.push_back(step);
+          } else if constexpr (std::is_same_v<T, plan::PoolOp>) {
+            if (options_.capacity_sequences > 65535) {  // the pooling grid's y dimension
+              return Unimplemented("the GPU pooling kernel takes batches of up to 65535 "
+                                   "sequences; max_batch_size is " +
+                                   std::to_string(options_.capacity_sequences));
+            }
+            steps_.push_back(PoolStep{o.input, o.output, o.pooling, o.empty_value});
+          } else if constexpr (std::is_same_v<T, plan::L2NormalizeOp>) {
+            steps_.push_back(L2NormalizeStep{o.input, o.output, o.eps});
           }
           return Status::Ok();
         },

@@ -32,7 +32,12 @@ namespace ltserve::gpu {
 // the plan: how many rows an instance holds and the dtypes and dims at its edges.
 struct GpuModelOptions : ModelOptions {
   std::int64_t capacity_rows = 1;  // rows (samples or packed tokens) an instance is sized for
-  ElemType input_type = ElemType::kFp32;   // I/O dtypes as the client sends and receives them
+  // Sequences a batch of a pooled plan may hold (the rows after its PoolOp): max_batch_size.
+  // 0 for a plan without pooling.
+  std::int64_t capacity_sequences = 0;
+  // I/O dtypes as the client sends and receives them; a token-id plan's inputs are the three
+  // int32 arrays of model/token_layout.h instead, and input_type is unused.
+  ElemType input_type = ElemType::kFp32;
   ElemType output_type = ElemType::kFp32;
   // Output dims after the batch dimension, as the config states them (else [width]).
   std::vector<std::int64_t> output_dims;
@@ -102,7 +107,39 @@ struct AttentionStep {
   std::int64_t head_dim = 0;
 };
 
-using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep, AttentionStep>;
+// The embedding gather + LayerNorm of a token-id plan (token_kernels.h); writes the plan's
+// input value from the executor's three int32 token inputs. Tables in the storage type,
+// gamma and beta fp32.
+struct EmbedStep {
+  plan::ValueId output = plan::kNoValue;
+  std::size_t word_offset = kNoOffset;
+  std::size_t position_offset = kNoOffset;
+  std::size_t type_offset = kNoOffset;  // kNoOffset: no token-type table
+  std::int64_t vocab_size = 0;
+  std::int64_t max_positions = 0;
+  std::int64_t type_vocab_size = 0;
+  std::size_t gamma_offset = kNoOffset;
+  std::size_t beta_offset = kNoOffset;
+  float eps = 1e-12f;
+};
+
+// Token rows to one row per sequence, from the batch's sequence table (attention_batch.h).
+struct PoolStep {
+  plan::ValueId input = plan::kNoValue;
+  plan::ValueId output = plan::kNoValue;
+  plan::Pooling pooling = plan::Pooling::kMean;
+  float empty_value = 0.0f;
+};
+
+struct L2NormalizeStep {
+  plan::ValueId input = plan::kNoValue;
+  plan::ValueId output = plan::kNoValue;
+  float eps = 1e-12f;
+};
+
+// Lower makes one step per plan op, in order, and tuning keeps them: step s is plan op s.
+using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep, AttentionStep, EmbedStep,
+                          PoolStep, L2NormalizeStep>;
 
 // What tuning chose for a model: its steps (a layer cuBLASLt cannot fuse comes back as matmul +
 // pointwise), and per GEMM step and bucket the algorithm and whether the small-batch kernel
@@ -129,9 +166,26 @@ class GpuModel {
   const plan::Plan& plan() const { return *plan_; }
   const GpuModelOptions& options() const { return options_; }
   const std::vector<Step>& steps() const { return steps_; }
+  // Rows (tokens for a token plan) each bucket computes.
   const std::vector<std::int64_t>& buckets() const { return buckets_; }
-  // Index of the smallest bucket holding `rows` (rows <= capacity_rows).
-  std::size_t BucketFor(std::int64_t rows) const;
+  // Index of the smallest bucket holding `rows` (rows <= capacity_rows) and, for a pooled
+  // plan, `sequences` (<= capacity_sequences).
+  std::size_t BucketFor(std::int64_t rows, std::int64_t sequences = 0) const;
+  // Sequences each bucket of a pooled plan computes after the pooling (a graph's shapes are
+  // fixed: BucketSequences of capacity_sequences). Empty for a plan without pooling.
+  const std::vector<std::int64_t>& bucket_sequences() const { return bucket_sequences_; }
+  // Rows step `step` computes at `bucket`: the bucket's sequences after the pooling, else its
+  // rows.
+  std::int64_t StepRows(std::size_t step, std::size_t bucket) const {
+    return step > plan_->pool_index() ? bucket_sequences_[bucket] : buckets_[bucket];
+  }
+  // Rows the plan's output has at `bucket`.
+  std::int64_t OutputRows(std::size_t bucket) const {
+    return plan_->output_per_sequence() ? bucket_sequences_[bucket] : buckets_[bucket];
+  }
+  // Rows the buffer of value `id` needs: capacity_sequences for one written after the
+  // pooling, else capacity_rows.
+  std::int64_t ValueCapacity(plan::ValueId id) const;
   const void* Weight(std::size_t offset) const {
     return offset == kNoOffset ? nullptr : static_cast<const std::byte*>(weights_->data()) + offset;
   }
@@ -158,6 +212,8 @@ class GpuModel {
   GpuModelOptions options_;
   std::vector<Step> steps_;
   std::vector<std::int64_t> buckets_;
+  std::vector<std::int64_t> bucket_sequences_;  // pooled plans only
+  std::vector<std::uint8_t> value_per_sequence_;  // [value]: written after the pooling
   std::vector<std::byte> host_weights_;  // packed, freed after upload
   std::shared_ptr<const DeviceBuffer> weights_;
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos_;  // [step][bucket], GEMM steps only

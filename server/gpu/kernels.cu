@@ -47,18 +47,6 @@ __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T
   }
 }
 
-__device__ float BlockSum(float v, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  __syncthreads();  // scratch may still be read by the previous reduction
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < blockDim.x / 32 ? scratch[lane] : 0.f;
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // One block per row, for rows wider than a warp holds in registers; two passes over the row
 // (mean, then centred variance) for accuracy.
 template <typename T>

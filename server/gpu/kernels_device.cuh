@@ -1,5 +1,6 @@
 // Device-side helpers shared by the kernels of server/gpu: fp32 loads and stores of each
-// storage type, and the activations in fp32 (the same formulas as the CPU reference).
+// storage type, the activations in fp32 (the same formulas as the CPU reference) and a block
+// reduction.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,6 +8,7 @@
 
 #include <cstdint>
 
+#include "gpu/kernels.h"
 #include "plan/plan.h"
 
 namespace ltserve::gpu {
@@ -36,6 +38,32 @@ __device__ __forceinline__ float Activate(plan::Activation act, float x) {
     case plan::Activation::kSigmoid: return 1.f / (1.f + expf(-x));
   }
   return x;
+}
+
+// The sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), returned to every
+// thread; `scratch` is 32 floats of shared memory, reusable right after the call.
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  __syncthreads();  // scratch may still be read by the previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < blockDim.x / 32 ? scratch[lane] : 0.f;
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// fn(T{}) with T the storage type of `type` (float, __half, __nv_bfloat16): one launcher body
+// for every type.
+template <typename Fn>
+cudaError_t ForElemType(ElemType type, Fn&& fn) {
+  switch (type) {
+    case ElemType::kFp32: return fn(float{});
+    case ElemType::kFp16: return fn(__half{});
+    case ElemType::kBf16: return fn(__nv_bfloat16{});
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace ltserve::gpu

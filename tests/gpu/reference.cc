@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <type_traits>
 #include <variant>
 
@@ -53,19 +54,84 @@ void AttendSequence(const plan::AttentionOp& op, const std::vector<double>& qkv,
   }
 }
 
-}  // namespace
+// LayerNorm of `row` in place (statistics over the row), then gamma and beta where given.
+void Normalize(double* row, std::int64_t w, double eps, const std::vector<float>& gamma,
+               const std::vector<float>& beta) {
+  double mean = 0, var = 0;
+  for (std::int64_t c = 0; c < w; ++c) mean += row[c];
+  mean /= w;
+  for (std::int64_t c = 0; c < w; ++c) var += (row[c] - mean) * (row[c] - mean);
+  const double inv = 1 / std::sqrt(var / w + eps);
+  for (std::int64_t c = 0; c < w; ++c) {
+    double v = (row[c] - mean) * inv;
+    if (!gamma.empty()) v *= gamma[c];
+    if (!beta.empty()) v += beta[c];
+    row[c] = v;
+  }
+}
 
-std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<float>& input,
-                                     std::int64_t rows, const Quantize& quantize,
-                                     std::span<const std::int32_t> sequence_lengths) {
-  std::vector<std::vector<double>> values(plan.values().size());
-  values[plan.input()].assign(input.begin(), input.begin() + rows * plan.input_width());
+std::vector<double> Embed(const plan::EmbeddingOp& op, std::int64_t w, const TokenIdInputs& in,
+                          const Quantize& quantize) {
+  const std::size_t tokens = in.ids.size();
+  std::vector<double> y(tokens * w);
+  for (std::size_t t = 0; t < tokens; ++t) {
+    double* row = &y[t * w];
+    for (std::int64_t c = 0; c < w; ++c) {
+      row[c] = quantize(op.word.at(in.ids[t] * w + c)) +
+               quantize(op.position.at(in.positions[t] * w + c)) +
+               (op.token_type.empty() ? 0.0 : quantize(op.token_type.at(in.types[t] * w + c)));
+    }
+    Normalize(row, w, op.eps, op.gamma, op.beta);
+  }
+  return y;
+}
+
+std::vector<double> Pool(const plan::PoolOp& op, std::int64_t w, const std::vector<double>& x,
+                         std::span<const std::int32_t> lengths) {
+  std::vector<double> y(lengths.size() * w);
+  std::int64_t first = 0;
+  for (std::size_t s = 0; s < lengths.size(); ++s) {
+    const std::int64_t length = lengths[s];
+    for (std::int64_t c = 0; c < w; ++c) {
+      double v = 0;
+      if (op.pooling == plan::Pooling::kFirst) {
+        v = length > 0 ? x[first * w + c] : 0;
+      } else if (op.pooling == plan::Pooling::kMean) {
+        for (std::int64_t t = first; t < first + length; ++t) v += x[t * w + c];
+        v = length > 0 ? v / length : 0;
+      } else {
+        v = length > 0 ? -INFINITY : op.empty_value;
+        for (std::int64_t t = first; t < first + length; ++t) v = std::max(v, x[t * w + c]);
+      }
+      y[s * w + c] = v;
+    }
+    first += length;
+  }
+  return y;
+}
+
+std::vector<double> Run(const plan::Plan& plan, std::vector<std::vector<double>>& values,
+                        std::int64_t rows, const Quantize& quantize,
+                        std::span<const std::int32_t> sequence_lengths) {
   auto width = [&](plan::ValueId id) { return plan.values()[id].width; };
   for (const plan::Op& op : plan.ops()) {
     std::visit(
         [&](const auto& o) {
           using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, plan::LinearOp>) {
+          if constexpr (std::is_same_v<T, plan::PoolOp>) {
+            values[o.output] = Pool(o, width(o.input), values[o.input], sequence_lengths);
+            rows = std::ssize(sequence_lengths);  // one row per sequence from here on
+          } else if constexpr (std::is_same_v<T, plan::L2NormalizeOp>) {
+            const std::int64_t w = width(o.input);
+            std::vector<double> y = values[o.input];
+            for (std::int64_t r = 0; r < rows; ++r) {
+              double sq = 0;
+              for (std::int64_t c = 0; c < w; ++c) sq += y[r * w + c] * y[r * w + c];
+              const double norm = std::max(std::sqrt(sq), static_cast<double>(o.eps));
+              for (std::int64_t c = 0; c < w; ++c) y[r * w + c] /= norm;
+            }
+            values[o.output] = std::move(y);
+          } else if constexpr (std::is_same_v<T, plan::LinearOp>) {
             const auto& x = values[o.input];
             std::vector<double> w(o.weight.size());  // quantized once, not per row
             for (std::size_t i = 0; i < w.size(); ++i) w[i] = quantize(o.weight[i]);
@@ -93,22 +159,11 @@ std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<f
             const std::int64_t w = width(o.input);
             std::vector<double> y(rows * w);
             for (std::int64_t r = 0; r < rows; ++r) {
-              double mean = 0, var = 0;
               for (std::int64_t c = 0; c < w; ++c) {
-                const double v = values[o.input][r * w + c] +
-                                 (o.residual != plan::kNoValue ? values[o.residual][r * w + c] : 0);
-                y[r * w + c] = v;
-                mean += v;
+                y[r * w + c] = values[o.input][r * w + c] +
+                               (o.residual != plan::kNoValue ? values[o.residual][r * w + c] : 0);
               }
-              mean /= w;
-              for (std::int64_t c = 0; c < w; ++c) var += (y[r * w + c] - mean) * (y[r * w + c] - mean);
-              const double inv = 1 / std::sqrt(var / w + o.eps);
-              for (std::int64_t c = 0; c < w; ++c) {
-                double v = (y[r * w + c] - mean) * inv;
-                if (!o.gamma.empty()) v *= o.gamma[c];
-                if (!o.beta.empty()) v += o.beta[c];
-                y[r * w + c] = v;
-              }
+              Normalize(&y[r * w], w, o.eps, o.gamma, o.beta);
             }
             values[o.output] = std::move(y);
           } else if constexpr (std::is_same_v<T, plan::AttentionOp>) {
@@ -124,6 +179,24 @@ std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<f
         op);
   }
   return values[plan.output()];
+}
+
+}  // namespace
+
+std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<float>& input,
+                                     std::int64_t rows, const Quantize& quantize,
+                                     std::span<const std::int32_t> sequence_lengths) {
+  std::vector<std::vector<double>> values(plan.values().size());
+  values[plan.input()].assign(input.begin(), input.begin() + rows * plan.input_width());
+  return Run(plan, values, rows, quantize, sequence_lengths);
+}
+
+std::vector<double> ReferenceForward(const plan::Plan& plan, const TokenIdInputs& inputs,
+                                     const Quantize& quantize,
+                                     std::span<const std::int32_t> sequence_lengths) {
+  std::vector<std::vector<double>> values(plan.values().size());
+  values[plan.input()] = Embed(*plan.embedding(), plan.input_width(), inputs, quantize);
+  return Run(plan, values, std::ssize(inputs.ids), quantize, sequence_lengths);
 }
 
 }  // namespace ltserve::testing

@@ -21,4 +21,18 @@ std::vector<double> ReferenceForward(const plan::Plan& plan, const std::vector<f
                                      std::int64_t rows, const Quantize& quantize,
                                      std::span<const std::int32_t> sequence_lengths = {});
 
+// The three int32 inputs of a token-id plan (model/token_layout.h), one value per packed token.
+struct TokenIdInputs {
+  std::vector<std::int32_t> ids;
+  std::vector<std::int32_t> positions;
+  std::vector<std::int32_t> types;
+};
+
+// The same for a token-id plan: its EmbeddingOp gathers the (quantized) table rows of each
+// token; after a PoolOp the rows are the sequences of `sequence_lengths`. The indices must be
+// in range (the executor's clamping is its own defence, not semantics).
+std::vector<double> ReferenceForward(const plan::Plan& plan, const TokenIdInputs& inputs,
+                                     const Quantize& quantize,
+                                     std::span<const std::int32_t> sequence_lengths);
+
 }  // namespace ltserve::testing

@@ -340,6 +340,27 @@ TEST(GpuBuckets, TokenModelsGoUpInStepsAfterTheFirstStep) {
   EXPECT_EQ(big.back(), 100000);
 }
 
+// Host-side arithmetic too: the rows after a pooling, and which bucket a batch takes.
+TEST(GpuBuckets, PooledBucketsHoldAsManySequencesAsTokensUpToTheBatchSize) {
+  using Rows = std::vector<std::int64_t>;
+  const Rows tokens = gpu::Buckets(plan::InputKind::kTokenIds, 1000);
+  const Rows sequences = gpu::BucketSequences(tokens, 8);
+  EXPECT_EQ(sequences, (Rows{1, 2, 4, 8, 8, 8, 8, 8, 8, 8, 8}));
+  // A capacity below the batch size: the last bucket still holds a batch of empty sequences.
+  EXPECT_EQ(gpu::BucketSequences(Rows{1, 2, 4}, 16), (Rows{1, 2, 16}));
+}
+
+TEST(GpuBuckets, ABatchTakesTheSmallestBucketHoldingItsTokensAndSequences) {
+  const std::vector<std::int64_t> tokens{1, 2, 4, 8, 16};
+  const std::vector<std::int64_t> sequences = gpu::BucketSequences(tokens, 8);
+  EXPECT_EQ(gpu::SmallestBucket(tokens, sequences, 3, 1), 2u);
+  EXPECT_EQ(gpu::SmallestBucket(tokens, sequences, 3, 8), 3u);  // 5 empty sequences among them
+  EXPECT_EQ(gpu::SmallestBucket(tokens, sequences, 0, 3), 2u);  // all empty
+  EXPECT_EQ(gpu::SmallestBucket(tokens, sequences, 9, 1), 4u);
+  EXPECT_EQ(gpu::SmallestBucket(tokens, {}, 3, 8), 2u);  // no pooling: tokens alone
+  EXPECT_EQ(gpu::SmallestBucket(tokens, sequences, 100, 100), 4u);  // none holds it: the last
+}
+
 TEST(GpuEncoder, RejectsBadTokenBatches) {
   SKIP_WITHOUT_GPU();
   auto plan = AttentionPlan(2, 16);
