@@ -151,6 +151,22 @@ struct Completion {
 
 }  // namespace
 
+Result<HttpInferRequest> KServeHttp::ReadInferRequest(const HttpRequest& request,
+                                                     std::optional<std::size_t> header_length,
+                                                     const std::string& model,
+                                                     const std::string& version) const {
+  if (header_length != std::optional<std::size_t>(0)) {
+    return ParseInferRequest(request.body, header_length, model, version);
+  }
+  // A raw binary request: the model's configuration says what the body is.
+  inference::ModelConfigRequest config_request;
+  config_request.set_name(model);
+  config_request.set_version(version);
+  inference::ModelConfigResponse config;
+  LTSERVE_RETURN_IF_ERROR(service_->ServeModelConfig(config_request, &config));
+  return ParseRawBinaryRequest(request.body, config.config(), model, version);
+}
+
 HttpReply KServeHttp::Infer(const HttpRequest& request, const std::string& model,
                             const std::string& version) const {
   const auto arrival = std::chrono::steady_clock::now();
@@ -165,7 +181,7 @@ HttpReply KServeHttp::Infer(const HttpRequest& request, const std::string& model
   }
   auto header_length = HeaderLength(request);
   if (!header_length.ok()) return ErrorReply(header_length.status());
-  auto parsed = ParseInferRequest(request.body, *header_length, model, version);
+  auto parsed = ReadInferRequest(request, *header_length, model, version);
   if (!parsed.ok()) return ErrorReply(parsed.status());
   HttpInferRequest http_request = std::move(parsed).value();
   auto pending = service_->PrepareInfer(std::move(http_request.message), arrival);

@@ -19,12 +19,15 @@
 // until an inference completes.
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "grpc/inference_service.h"
 #include "http/http_server.h"
+#include "http/kserve_json.h"
 
 namespace ltserve {
 
@@ -46,6 +49,11 @@ class KServeHttp {
  private:
   HttpReply Infer(const HttpRequest& request, const std::string& model,
                   const std::string& version) const;
+  // The JSON header and binary data, or (header length 0) Triton's raw binary request.
+  Result<HttpInferRequest> ReadInferRequest(const HttpRequest& request,
+                                            std::optional<std::size_t> header_length,
+                                            const std::string& model,
+                                            const std::string& version) const;
 
   InferenceService* const service_;
   const KServeHttpOptions options_;

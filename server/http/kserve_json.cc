@@ -457,8 +457,7 @@ Result<HttpInferRequest> ParseInferRequest(std::string_view body,
                            " bytes of the (decompressed) body");
   }
   if (json_length == 0) {
-    return InvalidArgument("the request has no JSON header (Inference-Header-Content-Length 0 "
-                           "or an empty body); this server needs it to know the inputs");
+    return InvalidArgument("the request has no JSON header: the body is empty");
   }
   LTSERVE_ASSIGN_OR_RETURN(const json request, ParseJson(body.substr(0, json_length), "request JSON"));
   if (!request.is_object()) return InvalidArgument("the request JSON must be an object");
@@ -501,6 +500,67 @@ Result<HttpInferRequest> ParseInferRequest(std::string_view body,
       LTSERVE_RETURN_IF_ERROR(ParseOutput((*outputs)[i], i, &out));
     }
   }
+  return out;
+}
+
+Result<HttpInferRequest> ParseRawBinaryRequest(std::string_view body,
+                                               const inference::ModelConfig& config,
+                                               const std::string& model_name,
+                                               const std::string& model_version) {
+  const std::string what = "a raw binary request (Inference-Header-Content-Length 0)";
+  if (config.input_size() != 1) {
+    return InvalidArgument(what + " needs a model with exactly one input; '" + model_name +
+                           "' has " + std::to_string(config.input_size()));
+  }
+  const inference::ModelInput& input = config.input(0);
+  // TYPE_FP32 -> FP32; the config's TYPE_STRING is the protocol's BYTES.
+  std::string datatype = inference::DataType_Name(input.data_type());
+  if (datatype.rfind("TYPE_", 0) == 0) datatype = datatype.substr(5);
+  if (datatype == "STRING") datatype = "BYTES";
+  const std::optional<ElementType> type = ElementTypeOf(datatype);
+  if (!type.has_value()) return InvalidArgument("input '" + input.name() + "' has no datatype");
+  std::vector<std::int64_t> shape;
+  if (config.max_batch_size() > 0) shape.push_back(1);
+  if (type->bytes) {
+    if (input.dims_size() != 1 || (input.dims(0) != 1 && input.dims(0) != -1)) {
+      return InvalidArgument(what + " of BYTES needs the input's shape to be [1]");
+    }
+    shape.push_back(1);
+  } else {
+    std::size_t fixed_bytes = ElementSize(type->dtype);
+    int variable = -1;
+    for (int d = 0; d < input.dims_size(); ++d) {
+      if (input.dims(d) < 0) {
+        if (variable >= 0) {
+          return InvalidArgument(what + " needs at most one variable dimension; input '" +
+                                 input.name() + "' has more");
+        }
+        variable = static_cast<int>(shape.size());
+        shape.push_back(0);
+      } else {
+        fixed_bytes *= static_cast<std::size_t>(input.dims(d));
+        shape.push_back(input.dims(d));
+      }
+    }
+    if (variable >= 0) {
+      if (fixed_bytes == 0 || body.size() % fixed_bytes != 0) {
+        return InvalidArgument(what + ": " + std::to_string(body.size()) +
+                               " bytes are not a whole number of elements of input '" +
+                               input.name() + "'");
+      }
+      shape[static_cast<std::size_t>(variable)] = static_cast<std::int64_t>(body.size() / fixed_bytes);
+    }
+  }
+  HttpInferRequest out;
+  out.message = std::make_unique<inference::ModelInferRequest>();
+  out.message->set_model_name(model_name);
+  out.message->set_model_version(model_version);
+  auto* tensor = out.message->add_inputs();
+  tensor->set_name(input.name());
+  tensor->set_datatype(datatype);
+  for (std::int64_t d : shape) tensor->add_shape(d);
+  out.message->add_raw_input_contents(std::string(body));
+  out.binary_by_default = true;
   return out;
 }
 

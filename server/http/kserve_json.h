@@ -21,6 +21,7 @@
 
 #include "common/status.h"
 #include "grpc_service.pb.h"
+#include "model_config.pb.h"
 
 namespace ltserve {
 
@@ -41,6 +42,14 @@ Result<HttpInferRequest> ParseInferRequest(std::string_view body,
                                            std::optional<std::size_t> header_length,
                                            const std::string& model_name,
                                            const std::string& model_version);
+
+// Triton's raw binary request (Inference-Header-Content-Length: 0): the whole body is the one
+// input of a model with one input, its shape deduced from the body's size (at most one variable
+// dimension; BYTES only as [1]), a batch of one when the model batches; every output binary.
+Result<HttpInferRequest> ParseRawBinaryRequest(std::string_view body,
+                                               const inference::ModelConfig& config,
+                                               const std::string& model_name,
+                                               const std::string& model_version);
 
 struct HttpInferResponse {
   std::string body;                          // the JSON, then the binary outputs in order

@@ -132,7 +132,7 @@ TEST(KServeJsonTest, RefusesMalformedRequests) {
   ExpectRefused(R"({"parameters":{"binary_data_output":1},"inputs":[]})", "'binary_data_output' must be true or false");
   ExpectRefused(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"parameters":{"shared_memory_region":"r"}}]})",
                 "does not support the shared-memory extension");
-  ExpectRefused("", "no JSON header");
+  ExpectRefused("", "no JSON header: the body is empty");
 }
 
 TEST(KServeJsonTest, RefusesJsonNestedTooDeep) {
@@ -185,6 +185,56 @@ TEST(KServeJsonTest, CarriesRequestAndOutputParametersAndBinaryChoices) {
   EXPECT_EQ(message.outputs(0).parameters().at("classification").uint64_param(), 3u);
   EXPECT_EQ(parsed->binary_outputs.count("o1"), 0u);
   EXPECT_FALSE(parsed->binary_outputs.at("o2"));
+}
+
+inference::ModelConfig OneInputConfig(inference::DataType type, std::vector<std::int64_t> dims,
+                                      int max_batch_size) {
+  inference::ModelConfig config;
+  config.set_name("m");
+  config.set_max_batch_size(max_batch_size);
+  auto* input = config.add_input();
+  input->set_name("x");
+  input->set_data_type(type);
+  for (std::int64_t d : dims) input->add_dims(d);
+  return config;
+}
+
+TEST(KServeJsonTest, ARawBinaryRequestIsTheOneInputWithItsShapeFromItsSize) {
+  const std::string body = Raw<float>({1, 2, 3, 4, 5, 6, 7, 8});
+  auto parsed = ParseRawBinaryRequest(body, OneInputConfig(inference::TYPE_FP32, {-1, 4}, 8), "m", "");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const auto& input = parsed->message->inputs(0);
+  EXPECT_EQ(input.name(), "x");
+  EXPECT_EQ(input.datatype(), "FP32");
+  EXPECT_EQ(std::vector<std::int64_t>(input.shape().begin(), input.shape().end()),
+            (std::vector<std::int64_t>{1, 2, 4}));
+  EXPECT_EQ(parsed->message->raw_input_contents(0), body);
+  EXPECT_TRUE(parsed->binary_by_default);
+
+  auto unbatched = ParseRawBinaryRequest(body, OneInputConfig(inference::TYPE_INT32, {8}, 0), "m", "");
+  ASSERT_TRUE(unbatched.ok()) << unbatched.status().ToString();
+  EXPECT_EQ(unbatched->message->inputs(0).datatype(), "INT32");
+  EXPECT_EQ(unbatched->message->inputs(0).shape_size(), 1);
+
+  auto text = ParseRawBinaryRequest(Bytes({"hi"}), OneInputConfig(inference::TYPE_STRING, {1}, 4), "m", "");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->message->inputs(0).datatype(), "BYTES");
+  EXPECT_EQ(text->message->inputs(0).shape_size(), 2);
+}
+
+TEST(KServeJsonTest, RefusesARawBinaryRequestItCannotShape) {
+  inference::ModelConfig two = OneInputConfig(inference::TYPE_FP32, {4}, 8);
+  *two.add_input() = two.input(0);
+  const std::string body = Raw<float>({1, 2, 3, 4});
+  for (const auto& [config, part] : std::vector<std::pair<inference::ModelConfig, std::string>>{
+           {two, "exactly one input; 'm' has 2"},
+           {OneInputConfig(inference::TYPE_FP32, {-1, -1}, 8), "at most one variable dimension"},
+           {OneInputConfig(inference::TYPE_FP64, {-1, 3}, 8), "not a whole number of elements"},
+           {OneInputConfig(inference::TYPE_STRING, {2}, 8), "BYTES needs the input's shape to be [1]"}}) {
+    auto parsed = ParseRawBinaryRequest(body, config, "m", "");
+    ASSERT_FALSE(parsed.ok()) << part;
+    EXPECT_NE(parsed.status().message().find(part), std::string::npos) << parsed.status().message();
+  }
 }
 
 inference::ModelInferResponse Response(const std::string& datatype, std::vector<std::int64_t> shape,

@@ -183,6 +183,24 @@ def test_a_compressed_response_says_its_encoding_and_the_header_length_is_uncomp
     assert len(plain) == length + 2 * OUT_FEATURES * 4
 
 
+def test_a_raw_binary_request_is_the_one_input_of_batch_one(ltserve_server, model_repo):
+    x = inputs(1)
+    status, headers, body = post(ltserve_server.http_port, f"/v2/models/{MODEL}/infer", x.tobytes(),
+                                 {"Inference-Header-Content-Length": "0"})
+    assert status == 200, body
+    length = int(headers["Inference-Header-Content-Length"])
+    response = json.loads(body[:length])
+    assert response["outputs"][0]["shape"] == [1, OUT_FEATURES]
+    got = np.frombuffer(body[length:], np.float32).reshape(1, OUT_FEATURES)
+    np.testing.assert_allclose(got, reference(model_repo, MODEL, x), rtol=RTOL, atol=ATOL)
+    status, message = error_of(post(ltserve_server.http_port, "/v2/models/two_inputs/infer",
+                                    x.tobytes(), {"Inference-Header-Content-Length": "0"}))
+    assert status == 400 and "exactly one input" in message
+    status, message = error_of(post(ltserve_server.http_port, f"/v2/models/{MODEL}/infer",
+                                    x.tobytes()[:100], {"Inference-Header-Content-Length": "0"}))
+    assert status == 400 and "has 100 bytes of raw contents" in message, message
+
+
 def test_async_infer(client, model_repo):
     batches = [inputs(b) for b in (1, 2, 3, 4, 5, 6)]
     pending = [client.async_infer(MODEL, [infer_input(x)]) for x in batches]
