@@ -255,10 +255,6 @@ Status ParseInput(const json& input, std::size_t position, std::string_view bina
                            " data via JSON is not supported. Please use the binary data format "
                            "for input " + name);
   }
-  if (!type->bytes) {
-    contents->reserve(static_cast<std::size_t>(std::min<std::int64_t>(elements, 1 << 24)) *
-                      ElementSize(type->dtype));
-  }
   std::int64_t count = 0;
   LTSERVE_RETURN_IF_ERROR(FlattenData(*data_it, *type, name, 0, &count, contents));
   if (count != elements) {
