@@ -445,7 +445,8 @@ Result<json> ParseJson(std::string_view text, const std::string& what) {
 Result<HttpInferRequest> ParseInferRequest(std::string_view body,
                                            std::optional<std::size_t> header_length,
                                            const std::string& model_name,
-                                           const std::string& model_version) {
+                                           const std::string& model_version,
+                                           std::size_t max_json_bytes) {
   const std::size_t json_length = header_length.value_or(body.size());
   if (json_length > body.size()) {
     return InvalidArgument("Inference-Header-Content-Length is " + std::to_string(json_length) +
@@ -454,6 +455,12 @@ Result<HttpInferRequest> ParseInferRequest(std::string_view body,
   }
   if (json_length == 0) {
     return InvalidArgument("the request has no JSON header: the body is empty");
+  }
+  if (json_length > max_json_bytes) {
+    return InvalidArgument("the request JSON has " + std::to_string(json_length) +
+                           " bytes, more than the " + std::to_string(max_json_bytes) +
+                           " this server parses; send large tensors as binary data "
+                           "(parameters.binary_data_size)");
   }
   LTSERVE_ASSIGN_OR_RETURN(const json request, ParseJson(body.substr(0, json_length), "request JSON"));
   if (!request.is_object()) return InvalidArgument("the request JSON must be an object");

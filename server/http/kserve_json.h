@@ -27,6 +27,10 @@ namespace ltserve {
 
 // JSON arrays deeper than this (tensor data, or anything else) are refused.
 inline constexpr int kMaxJsonDepth = 64;
+// The largest JSON header of an infer request. A parsed JSON tree takes about 20 times its text
+// for short numbers (a 32 MiB body of "0," peaked at 650 MB), so JSON tensors are bounded far
+// below the body limit; binary tensor data is not parsed and has only the body limit.
+inline constexpr std::size_t kMaxInferJsonBytes = 16 << 20;
 
 struct HttpInferRequest {
   std::unique_ptr<inference::ModelInferRequest> message;  // every input in raw_input_contents
@@ -37,11 +41,13 @@ struct HttpInferRequest {
 
 // `body` is the (decompressed) request body; `header_length` the value of
 // Inference-Header-Content-Length (nullopt: the whole body is JSON). FP16 and BF16 inputs must
-// be binary, as in Triton: JSON has no half-precision numbers.
+// be binary, as in Triton: JSON has no half-precision numbers. A JSON header over
+// `max_json_bytes` is refused before it is parsed.
 Result<HttpInferRequest> ParseInferRequest(std::string_view body,
                                            std::optional<std::size_t> header_length,
                                            const std::string& model_name,
-                                           const std::string& model_version);
+                                           const std::string& model_version,
+                                           std::size_t max_json_bytes = kMaxInferJsonBytes);
 
 // Triton's raw binary request (Inference-Header-Content-Length: 0): the whole body is the one
 // input of a model with one input, its shape deduced from the body's size (at most one variable

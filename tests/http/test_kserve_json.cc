@@ -135,6 +135,19 @@ TEST(KServeJsonTest, RefusesMalformedRequests) {
   ExpectRefused("", "no JSON header: the body is empty");
 }
 
+TEST(KServeJsonTest, RefusesAJsonHeaderOverItsLimitBeforeParsingIt) {
+  const std::string body = OneInput("FP32", "[2]", "[1,2]");
+  EXPECT_TRUE(ParseInferRequest(body, std::nullopt, "m", "", body.size()).ok());
+  auto parsed = ParseInferRequest(body + "garbage", std::nullopt, "m", "", body.size());
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("send large tensors as binary data"), std::string::npos)
+      << parsed.status().message();
+  // Binary data after the header does not count against it.
+  const std::string header =
+      R"({"inputs":[{"name":"a","datatype":"UINT8","shape":[64],"parameters":{"binary_data_size":64}}]})";
+  EXPECT_TRUE(ParseInferRequest(header + std::string(64, 'x'), header.size(), "m", "", header.size()).ok());
+}
+
 TEST(KServeJsonTest, RefusesJsonNestedTooDeep) {
   const std::string deep = std::string(200, '[') + "1" + std::string(200, ']');
   ExpectRefused(OneInput("FP32", "[1]", deep), "nested deeper than 64");
