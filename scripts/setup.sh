@@ -33,7 +33,7 @@ RELEASE_PACKAGES=(
   build-essential cmake pkg-config
   python3 python3-venv
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libspdlog-dev prometheus-cpp-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev
+  libspdlog-dev prometheus-cpp-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev zlib1g-dev
 )
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config git
@@ -42,8 +42,9 @@ DEBIAN_PACKAGES=(
   libspdlog-dev             # logging
   prometheus-cpp-dev        # metrics registry and text exposition
   libcli11-dev              # command-line flags
-  libcpp-httplib-dev        # /metrics and HTTP health endpoints
-  nlohmann-json3-dev        # JSON output of the load generator
+  libcpp-httplib-dev        # the HTTP port: /metrics, health, KServe v2 REST (with OpenSSL for TLS)
+  nlohmann-json3-dev        # KServe v2 REST's JSON; JSON output of the load generator
+  zlib1g-dev                # gzip/deflate of KServe v2 REST responses
   libgtest-dev libgmock-dev # unit tests
   libbenchmark-dev          # micro-benchmarks
   prometheus                # promtool, to check the metrics exposition in tests

@@ -29,6 +29,7 @@
 #include "grpc/inference_service.h"
 #include "grpc/protobuf_log.h"
 #include "http/http_server.h"
+#include "http/kserve_http.h"
 #include "metrics/metrics.h"
 #include "repository/model_repository.h"
 #include "repository/server_lifecycle.h"
@@ -46,6 +47,18 @@ namespace {
 constexpr std::chrono::milliseconds kQuietBeforeShutdown{1000};
 constexpr std::chrono::milliseconds kQuietPoll{20};
 
+// --{protocol}-use-ssl, --{protocol}-use-ssl-mutual, --{protocol}-server-cert/-key/-root-cert.
+struct TlsFlags {
+  bool use_ssl = false;
+  bool use_ssl_mutual = false;
+  std::string server_cert;
+  std::string server_key;
+  std::string root_cert;
+
+  bool on() const { return use_ssl || use_ssl_mutual; }
+  const char* mode() const { return use_ssl_mutual ? "mutual" : use_ssl ? "on" : "off"; }
+};
+
 struct Flags {
   std::string model_repository;
   std::string host = "0.0.0.0";
@@ -62,13 +75,13 @@ struct Flags {
   // Outputs can be far larger than inputs (an encoder answers 768 floats per token id).
   int grpc_max_send_bytes = 256 << 20;
   bool reuse_grpc_port = false;
-  // Triton's flag names.
-  bool grpc_use_ssl = false;
-  bool grpc_use_ssl_mutual = false;
-  std::string grpc_server_cert;
-  std::string grpc_server_key;
-  std::string grpc_root_cert;
+  // Triton's flag names for gRPC; the HTTP port's mirror them (Triton's HTTP endpoint has no TLS).
+  TlsFlags grpc_tls;
   std::string grpc_bearer_token_file;
+  TlsFlags http_tls;
+  std::string http_bearer_token_file;
+  // Triton's --http-max-input-size and its default.
+  std::size_t http_max_input_size = 64 << 20;
   std::vector<double> latency_buckets_s;
 };
 
@@ -126,45 +139,98 @@ ltserve::Result<std::string> ReadSmallFile(const std::string& path, const char* 
   return text.str();
 }
 
+// The PEM files TLS needs, read (so that a missing or empty one is named, which an OpenSSL
+// refusal would not do); roots empty unless mutual.
+struct TlsFiles {
+  std::string cert_chain;
+  std::string private_key;
+  std::string root_certs;
+};
+
+ltserve::Result<TlsFiles> ReadTlsFiles(const TlsFlags& tls, const std::string& protocol) {
+  const std::string flag = "--" + protocol;
+  if (tls.server_cert.empty() || tls.server_key.empty()) {
+    return ltserve::InvalidArgument(flag + "-use-ssl needs " + flag + "-server-cert and " + flag +
+                                    "-server-key");
+  }
+  if (tls.use_ssl_mutual && tls.root_cert.empty()) {
+    return ltserve::InvalidArgument(flag + "-use-ssl-mutual needs " + flag +
+                                    "-root-cert, the CA that signs client certificates");
+  }
+  TlsFiles files;
+  LTSERVE_ASSIGN_OR_RETURN(files.cert_chain,
+                           ReadSmallFile(tls.server_cert, (flag + "-server-cert").c_str()));
+  LTSERVE_ASSIGN_OR_RETURN(files.private_key,
+                           ReadSmallFile(tls.server_key, (flag + "-server-key").c_str()));
+  if (tls.use_ssl_mutual) {
+    LTSERVE_ASSIGN_OR_RETURN(files.root_certs,
+                             ReadSmallFile(tls.root_cert, (flag + "-root-cert").c_str()));
+  }
+  return files;
+}
+
 // Plaintext unless --grpc-use-ssl; with --grpc-use-ssl-mutual a client must present a
 // certificate that --grpc-root-cert signed, or its handshake fails.
 ltserve::Result<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const Flags& flags) {
-  if (!flags.grpc_use_ssl && !flags.grpc_use_ssl_mutual) return grpc::InsecureServerCredentials();
-  if (flags.grpc_server_cert.empty() || flags.grpc_server_key.empty()) {
-    return ltserve::InvalidArgument(
-        "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key");
-  }
-  if (flags.grpc_use_ssl_mutual && flags.grpc_root_cert.empty()) {
-    return ltserve::InvalidArgument(
-        "--grpc-use-ssl-mutual needs --grpc-root-cert, the CA that signs client certificates");
-  }
+  if (!flags.grpc_tls.on()) return grpc::InsecureServerCredentials();
+  LTSERVE_ASSIGN_OR_RETURN(TlsFiles files, ReadTlsFiles(flags.grpc_tls, "grpc"));
   grpc::SslServerCredentialsOptions options(
-      flags.grpc_use_ssl_mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+      flags.grpc_tls.use_ssl_mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                    : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  LTSERVE_ASSIGN_OR_RETURN(pair.cert_chain,
-                           ReadSmallFile(flags.grpc_server_cert, "--grpc-server-cert"));
-  LTSERVE_ASSIGN_OR_RETURN(pair.private_key,
-                           ReadSmallFile(flags.grpc_server_key, "--grpc-server-key"));
+  pair.cert_chain = std::move(files.cert_chain);
+  pair.private_key = std::move(files.private_key);
   options.pem_key_cert_pairs.push_back(std::move(pair));
-  if (!flags.grpc_root_cert.empty()) {
-    LTSERVE_ASSIGN_OR_RETURN(options.pem_root_certs,
-                             ReadSmallFile(flags.grpc_root_cert, "--grpc-root-cert"));
-  }
+  options.pem_root_certs = std::move(files.root_certs);
   return grpc::SslServerCredentials(options);
 }
 
-ltserve::Result<std::string> BearerToken(const Flags& flags) {
-  if (flags.grpc_bearer_token_file.empty()) return std::string();
-  LTSERVE_ASSIGN_OR_RETURN(std::string token,
-                           ReadSmallFile(flags.grpc_bearer_token_file, "--grpc-bearer-token-file"));
+// `flag` names the option in messages ("--grpc-bearer-token-file").
+ltserve::Result<std::string> BearerToken(const std::string& path, const std::string& flag) {
+  if (path.empty()) return std::string();
+  LTSERVE_ASSIGN_OR_RETURN(std::string token, ReadSmallFile(path, flag.c_str()));
   // Files written by editors and `echo` end in a newline that is no part of the token.
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
   if (token.empty() || token.find_first_of(" \t\r\n") != std::string::npos) {
-    return ltserve::InvalidArgument("--grpc-bearer-token-file '" + flags.grpc_bearer_token_file +
+    return ltserve::InvalidArgument(flag + " '" + path +
                                     "' must hold one token on one line, without spaces");
   }
   return token;
+}
+
+// Plaintext unless --http-use-ssl; mutual TLS as for gRPC. httplib reads the files itself.
+ltserve::Result<ltserve::HttpServerOptions> HttpOptions(const Flags& flags) {
+  ltserve::HttpServerOptions options;
+  options.host = flags.host;
+  options.port = flags.http_port;
+  options.max_body_bytes = flags.http_max_input_size;
+  if (!flags.http_tls.on()) return options;
+  LTSERVE_RETURN_IF_ERROR(ReadTlsFiles(flags.http_tls, "http").status());
+  options.server_cert = flags.http_tls.server_cert;
+  options.server_key = flags.http_tls.server_key;
+  if (flags.http_tls.use_ssl_mutual) options.client_ca = flags.http_tls.root_cert;
+  return options;
+}
+
+// The TLS options of one port; `port` names it in the help ("gRPC", "the HTTP port").
+void AddTlsOptions(CLI::App& app, const std::string& protocol, const std::string& port,
+                   TlsFlags* tls) {
+  const std::string flag = "--" + protocol;
+  app.add_option(flag + "-use-ssl", tls->use_ssl,
+                 "Serve " + port + " over TLS with " + flag + "-server-cert and " + flag +
+                     "-server-key")
+      ->capture_default_str();
+  app.add_option(flag + "-use-ssl-mutual", tls->use_ssl_mutual,
+                 "Mutual TLS on " + port + ": also require a client certificate signed by " +
+                     flag + "-root-cert (implies " + flag + "-use-ssl)")
+      ->capture_default_str();
+  app.add_option(flag + "-server-cert", tls->server_cert,
+                 "PEM certificate chain of the server on " + port);
+  app.add_option(flag + "-server-key", tls->server_key,
+                 "PEM private key of the server on " + port);
+  app.add_option(flag + "-root-cert", tls->root_cert,
+                 "PEM CA certificate(s) that client certificates on " + port +
+                     " must chain to (mutual TLS)");
 }
 
 int Run(const Flags& flags) {
@@ -187,8 +253,11 @@ int Run(const Flags& flags) {
   ltserve::ServerLifecycle lifecycle;
   lifecycle.strict_readiness = flags.strict_readiness;
   auto credentials = GrpcCredentials(flags);
-  auto token = BearerToken(flags);
-  for (const ltserve::Status& status : {credentials.status(), token.status()}) {
+  auto token = BearerToken(flags.grpc_bearer_token_file, "--grpc-bearer-token-file");
+  auto http_token = BearerToken(flags.http_bearer_token_file, "--http-bearer-token-file");
+  auto http_options = HttpOptions(flags);
+  for (const ltserve::Status& status : {credentials.status(), token.status(), http_token.status(),
+                                        http_options.status()}) {
     if (!status.ok()) {
       spdlog::critical("{}", status.message());
       return 2;
@@ -197,6 +266,10 @@ int Run(const Flags& flags) {
   ltserve::InferenceServiceOptions service_options;
   service_options.max_response_bytes = static_cast<std::size_t>(flags.grpc_max_send_bytes);
   service_options.bearer_token = std::move(token).value();
+  const auto count_unauthenticated = [m = metrics->get()](std::string_view protocol) {
+    m->CountUnauthenticated(protocol);
+  };
+  service_options.on_unauthenticated = count_unauthenticated;
   ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION, std::move(service_options));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -232,18 +305,27 @@ int Run(const Flags& flags) {
   }
   SetHealth(*server, false);
 
+  std::unique_ptr<ltserve::KServeHttp> kserve_http;  // outlives `http`, which calls it
   std::unique_ptr<ltserve::HttpServer> http;
   if (flags.http_port >= 0) {
     ltserve::HttpHandlers handlers;
     handlers.live = [] { return true; };
     handlers.ready = [&lifecycle] { return lifecycle.Ready(); };
-    handlers.model_ready = [&lifecycle](const std::string& name) -> std::optional<bool> {
-      ltserve::Result<bool> ready = lifecycle.ModelReady(name, "");
+    handlers.model_ready = [&lifecycle](const std::string& name,
+                                        const std::string& version) -> std::optional<bool> {
+      ltserve::Result<bool> ready = lifecycle.ModelReady(name, version);
       if (!ready.ok()) return std::nullopt;  // unknown model: 404
       return *ready;
     };
     handlers.metrics = [m = metrics->get()] { return m->Serialize(); };
-    auto started = ltserve::HttpServer::Start(flags.host, flags.http_port, std::move(handlers));
+    ltserve::KServeHttpOptions api_options;
+    api_options.bearer_token = std::move(http_token).value();
+    api_options.on_unauthenticated = count_unauthenticated;
+    kserve_http = std::make_unique<ltserve::KServeHttp>(&service, std::move(api_options));
+    handlers.api = [api = kserve_http.get()](const ltserve::HttpRequest& request) {
+      return api->Handle(request);
+    };
+    auto started = ltserve::HttpServer::Start(*http_options, std::move(handlers));
     if (!started.ok()) {
       spdlog::critical("cannot serve HTTP on {}:{}: {}", flags.host, flags.http_port,
                        started.status().ToString());
@@ -252,10 +334,13 @@ int Run(const Flags& flags) {
     http = std::move(started).value();
   }
   // One parseable line: scripts and tests read the chosen ports from it.
-  spdlog::info("ltserve {} listening: grpc={}:{} http={} tls={} auth={}", LTSERVE_VERSION,
-               flags.host, grpc_port, http ? std::to_string(http->port()) : std::string("off"),
-               flags.grpc_use_ssl_mutual ? "mutual" : flags.grpc_use_ssl ? "on" : "off",
-               flags.grpc_bearer_token_file.empty() ? "off" : "bearer");
+  spdlog::info("ltserve {} listening: grpc={}:{} http={} tls={} auth={} http_tls={} http_auth={}",
+               LTSERVE_VERSION, flags.host, grpc_port,
+               http ? std::to_string(http->port()) : std::string("off"),
+               flags.grpc_tls.mode(),
+               flags.grpc_bearer_token_file.empty() ? "off" : "bearer",
+               flags.http_tls.mode(),
+               flags.http_bearer_token_file.empty() ? "off" : "bearer");
 
   ltserve::RepositoryOptions repository_options;
   repository_options.repository = flags.model_repository;
@@ -315,7 +400,7 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-port", flags.grpc_port, "gRPC port (0: pick a free one)")
       ->capture_default_str()->check(CLI::Range(0, 65535));
   app.add_option("--http-port", flags.http_port,
-                 "HTTP port for /metrics and /v2/health/* (0: pick a free one, -1: off)")
+                 "HTTP port for /metrics, /v2/health/* and KServe v2 REST (0: pick a free one, -1: off)")
       ->capture_default_str()->check(CLI::Range(-1, 65535));
   app.add_option("--log-level", flags.log_level,
                  "trace, debug, info, warn, error (default from LTSERVE_LOG_LEVEL, else info)")
@@ -344,21 +429,18 @@ int main(int argc, char** argv) {
                  "Let several servers listen on the gRPC port (SO_REUSEPORT; the kernel spreads "
                  "connections among them)")
       ->capture_default_str();
-  app.add_option("--grpc-use-ssl", flags.grpc_use_ssl,
-                 "Serve gRPC over TLS with --grpc-server-cert and --grpc-server-key")
-      ->capture_default_str();
-  app.add_option("--grpc-use-ssl-mutual", flags.grpc_use_ssl_mutual,
-                 "Mutual TLS: also require a client certificate signed by --grpc-root-cert "
-                 "(implies --grpc-use-ssl)")
-      ->capture_default_str();
-  app.add_option("--grpc-server-cert", flags.grpc_server_cert,
-                 "PEM certificate chain of the server");
-  app.add_option("--grpc-server-key", flags.grpc_server_key, "PEM private key of the server");
-  app.add_option("--grpc-root-cert", flags.grpc_root_cert,
-                 "PEM CA certificate(s) that client certificates must chain to (mutual TLS)");
+  AddTlsOptions(app, "grpc", "gRPC", &flags.grpc_tls);
   app.add_option("--grpc-bearer-token-file", flags.grpc_bearer_token_file,
                  "File holding a token every inference.GRPCInferenceService call must send as "
                  "'authorization: Bearer <token>' (grpc.health.v1 stays open)");
+  AddTlsOptions(app, "http", "the HTTP port (metrics, health, KServe v2 REST)", &flags.http_tls);
+  app.add_option("--http-bearer-token-file", flags.http_bearer_token_file,
+                 "File holding a token every KServe v2 REST request must send as "
+                 "'Authorization: Bearer <token>' (/metrics and /v2/health/*, model readiness "
+                 "stay open)");
+  app.add_option("--http-max-input-size", flags.http_max_input_size,
+                 "Largest HTTP request body in bytes, after decompression; larger ones get 413")
+      ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")
       ->delimiter(',');

@@ -5,10 +5,12 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "config/model_config.h"
-#include "grpc/classification.h"
+#include "grpc/pending_inference.h"
 #include "grpc/protobuf_log.h"
 #include "grpc/request_decoder.h"
 
@@ -60,137 +62,36 @@ void FillStatistics(Model& model, inference::ModelStatistics* out) {
   }
 }
 
-// One ModelInfer call. Lives from the RPC's start until gRPC calls OnDone after Finish.
-// The scheduler's completion callback is the only place that calls Finish once the request is
-// accepted; OnCancel only asks the scheduler to drop the request if it is still queued.
+// One ModelInfer call: the gRPC end of a PendingInference. Lives from the RPC's start until
+// gRPC calls OnDone after Finish, which only the PendingInference's `done` calls.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  // `request` is the parsed message the decoded request points into; the reactor keeps it
-  // until gRPC is done with the call.
-  InferReactor(std::shared_ptr<Model> model,
-               std::unique_ptr<inference::ModelInferRequest> request, grpc::ByteBuffer* response,
-               std::size_t max_response_bytes)
-      : model_(std::move(model)), request_(std::move(request)), response_bytes_(response),
-        max_response_bytes_(max_response_bytes) {}
+  InferReactor(std::shared_ptr<PendingInference> pending, grpc::ByteBuffer* response)
+      : pending_(std::move(pending)), response_bytes_(response) {}
 
-  // Called once, right after construction, on the gRPC thread.
-  void Start(std::unique_ptr<DecodedRequest> decoded,
-             std::chrono::steady_clock::time_point deadline,
-             std::chrono::steady_clock::time_point arrival) {
-    requested_outputs_ = std::move(decoded->requested_outputs);
-    class_counts_ = std::move(decoded->class_counts);
-    std::unique_ptr<InferenceRequest> request = std::move(decoded->request);
-    request->arrival = arrival;
-    request->deadline = deadline;
-    // Converted typed contents must live as long as the scheduler holds the request.
-    request->keep_alive = std::make_shared<std::vector<std::string>>(std::move(decoded->converted));
-    request->on_complete = [this](const Status& status, std::span<const OutputSlice> outputs) {
-      Complete(status, outputs);
-    };
-    // Held until Start is done with this reactor: a fast completion on a scheduler thread must
-    // not Finish (and so let gRPC delete the reactor) while Start still uses it.
-    // Cancel may answer inline, so it runs after the lock, using only locals: by then the
-    // reactor may already be gone.
-    const std::shared_ptr<Model> model = model_;
-    Status rejected;
-    std::uint64_t cancel_id = 0;
-    {
-      std::lock_guard start_lock(start_mutex_);
-      Result<std::uint64_t> id = model->scheduler().Enqueue(std::move(request));
-      if (id.ok()) {
-        request_id_.store(*id);
-        if (cancelled_.load()) cancel_id = *id;  // OnCancel ran before the id was known
-      } else {
-        rejected = id.status();  // the scheduler recorded the failure
+  // Called once, right after construction, on the gRPC thread. Once Start has handed the
+  // request on, `done` may finish the call and so delete this reactor at any moment.
+  void Start(std::chrono::steady_clock::time_point deadline) {
+    const std::shared_ptr<PendingInference> pending = pending_;
+    pending->Start(deadline, [this](const Status& status,
+                                    inference::ModelInferResponse* response) {
+      if (!status.ok()) {
+        Finish(ToGrpcStatus(status));
+        return;
       }
-    }
-    if (!rejected.ok()) {
-      Finish(ToGrpcStatus(rejected));
-    } else if (cancel_id != 0) {
-      model->scheduler().Cancel(cancel_id);
-    }
+      bool own_buffer = false;
+      Finish(grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
+          *response, response_bytes_, &own_buffer));
+    });
   }
 
-  void OnCancel() override {
-    cancelled_.store(true);
-    const std::uint64_t id = request_id_.load();
-    if (id != 0) model_->scheduler().Cancel(id);
-  }
+  void OnCancel() override { pending_->Cancel(); }
 
   void OnDone() override { delete this; }
 
  private:
-  void Complete(const Status& status, std::span<const OutputSlice> outputs) {
-    { std::lock_guard wait_for_start(start_mutex_); }
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    const ModelSpec& spec = model_->spec();
-    // Outputs asked for with `classification` are answered by their top k instead.
-    std::vector<std::optional<Classification>> classified(requested_outputs_.size());
-    std::size_t output_bytes = 0;
-    for (std::size_t r = 0; r < requested_outputs_.size(); ++r) {
-      const auto index = static_cast<std::size_t>(requested_outputs_[r]);
-      const OutputSlice& slice = outputs[index];
-      if (class_counts_[r] == 0) {
-        output_bytes += slice.bytes.size();
-        continue;
-      }
-      Result<Classification> top =
-          Classify(slice.bytes, spec.outputs[index].dtype, slice.shape, spec.max_batch_size > 0,
-                   class_counts_[r], spec.outputs[index].name, model_->output_labels(index));
-      if (!top.ok()) {
-        Finish(ToGrpcStatus(top.status()));
-        return;
-      }
-      output_bytes += top->bytes.size();
-      classified[r] = std::move(top).value();
-    }
-    if (output_bytes > max_response_bytes_) {
-      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "the response would carry " + std::to_string(output_bytes) +
-                              " bytes of outputs, more than the server's limit of " +
-                              std::to_string(max_response_bytes_) +
-                              " (--grpc-max-send-bytes); send a smaller batch"));
-      return;
-    }
-    inference::ModelInferResponse response;
-    response.set_model_name(spec.name);
-    response.set_model_version(model_->version_string());
-    response.set_id(request_->id());
-    for (std::size_t r = 0; r < requested_outputs_.size(); ++r) {
-      const auto index = static_cast<std::size_t>(requested_outputs_[r]);
-      const OutputSlice& slice = outputs[index];
-      auto* tensor = response.add_outputs();
-      tensor->set_name(spec.outputs[index].name);
-      if (classified[r].has_value()) {
-        tensor->set_datatype("BYTES");
-        for (std::int64_t dim : classified[r]->shape) tensor->add_shape(dim);
-        response.add_raw_output_contents(std::move(classified[r]->bytes));
-        continue;
-      }
-      tensor->set_datatype(std::string(WireName(spec.outputs[index].dtype)));
-      for (std::int64_t dim : slice.shape) tensor->add_shape(dim);
-      // From the executor's buffer into the response; serializing copies once more, as gRPC's
-      // own serialization of a typed response would.
-      response.add_raw_output_contents(reinterpret_cast<const char*>(slice.bytes.data()),
-                                       slice.bytes.size());
-    }
-    bool own_buffer = false;
-    Finish(grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
-        response, response_bytes_, &own_buffer));
-  }
-
-  const std::shared_ptr<Model> model_;
-  const std::unique_ptr<inference::ModelInferRequest> request_;
+  const std::shared_ptr<PendingInference> pending_;
   grpc::ByteBuffer* const response_bytes_;
-  const std::size_t max_response_bytes_;
-  std::vector<int> requested_outputs_;
-  std::vector<std::uint32_t> class_counts_;  // parallel to requested_outputs_; 0: the tensor
-  std::atomic<std::uint64_t> request_id_{0};
-  std::atomic<bool> cancelled_{false};
-  std::mutex start_mutex_;
 };
 
 grpc::ServerUnaryReactor* FinishUnauthenticated(grpc::CallbackServerContext* context) {
@@ -242,17 +143,25 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
 
 }  // namespace
 
-bool InferenceService::Authorized(const grpc::CallbackServerContext& context) const {
-  if (options_.bearer_token.empty()) return true;
+bool BearerAccepted(std::span<const std::string_view> authorization, std::string_view token) {
+  if (token.empty()) return true;
   constexpr std::string_view kScheme = "Bearer ";
-  const auto [first, last] = context.client_metadata().equal_range("authorization");
-  for (auto it = first; it != last; ++it) {
-    const std::string_view value(it->second.data(), it->second.size());
+  for (std::string_view value : authorization) {
     if (value.substr(0, kScheme.size()) == kScheme &&
-        ConstantTimeEqual(value.substr(kScheme.size()), options_.bearer_token)) {
+        ConstantTimeEqual(value.substr(kScheme.size()), token)) {
       return true;
     }
   }
+  return false;
+}
+
+bool InferenceService::Authorized(const grpc::CallbackServerContext& context) const {
+  if (options_.bearer_token.empty()) return true;
+  std::vector<std::string_view> values;
+  const auto [first, last] = context.client_metadata().equal_range("authorization");
+  for (auto it = first; it != last; ++it) values.emplace_back(it->second.data(), it->second.size());
+  if (BearerAccepted(values, options_.bearer_token)) return true;
+  if (options_.on_unauthenticated) options_.on_unauthenticated("grpc");
   return false;
 }
 
@@ -354,6 +263,7 @@ Status InferenceService::ServeServerMetadata(const inference::ServerMetadataRequ
   response->add_extensions("schedule_policy");
   response->add_extensions("classification");
   response->add_extensions("logging");
+  response->add_extensions("binary_tensor_data");
   return Status::Ok();
 }
 
@@ -551,6 +461,30 @@ Status InferenceService::ServeLogSettings(const inference::LogSettingsRequest& r
   return Status::Ok();
 }
 
+Result<std::shared_ptr<PendingInference>> InferenceService::PrepareInfer(
+    std::unique_ptr<inference::ModelInferRequest> message,
+    std::chrono::steady_clock::time_point arrival) {
+  auto repository = Repository();
+  if (!repository.ok()) return repository.status();
+  auto found = (*repository)->Find(message->model_name(), message->model_version());
+  if (!found.ok()) return found.status();
+  std::shared_ptr<Model> model = std::move(found).value();
+  if (lifecycle_->shutting_down.load()) {
+    model->stats().RecordFailure(FailureReason::kUnavailable, NanosSince(arrival));
+    return Unavailable("server is shutting down; retry on another replica");
+  }
+  auto decoded = DecodeInferRequest(*message, model->spec());
+  if (!decoded.ok()) {
+    model->stats().RecordFailure(FailureReason::kInvalidInput, NanosSince(arrival));
+    spdlog::debug("ModelInfer '{}' rejected: {}", message->model_name(), decoded.status().message());
+    return decoded.status();
+  }
+  spdlog::debug("ModelInfer '{}' id '{}': batch {}", message->model_name(), message->id(),
+                (*decoded)->request->batch_size);
+  return PendingInference::Create(std::move(model), std::move(message), std::move(decoded).value(),
+                                  options_.max_response_bytes, arrival);
+}
+
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* raw_request,
                                                        grpc::ByteBuffer* raw_response) {
@@ -561,27 +495,10 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   if (Status parsed = ParseRequest(*raw_request, message.get()); !parsed.ok()) {
     return FinishNow(context, parsed);
   }
-  const inference::ModelInferRequest* request = message.get();
-  auto repository = Repository();
-  if (!repository.ok()) return FinishNow(context, repository.status());
-  auto found = (*repository)->Find(request->model_name(), request->model_version());
-  if (!found.ok()) return FinishNow(context, found.status());
-  std::shared_ptr<Model> model = std::move(found).value();
-  if (lifecycle_->shutting_down.load()) {
-    model->stats().RecordFailure(FailureReason::kUnavailable, NanosSince(arrival));
-    return FinishNow(context, Unavailable("server is shutting down; retry on another replica"));
-  }
-  auto decoded = DecodeInferRequest(*request, model->spec());
-  if (!decoded.ok()) {
-    model->stats().RecordFailure(FailureReason::kInvalidInput, NanosSince(arrival));
-    spdlog::debug("ModelInfer '{}' rejected: {}", request->model_name(), decoded.status().message());
-    return FinishNow(context, decoded.status());
-  }
-  spdlog::debug("ModelInfer '{}' id '{}': batch {}", request->model_name(), request->id(),
-                (*decoded)->request->batch_size);
-  auto* reactor =
-      new InferReactor(model, std::move(message), raw_response, options_.max_response_bytes);
-  reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
+  auto pending = PrepareInfer(std::move(message), arrival);
+  if (!pending.ok()) return FinishNow(context, pending.status());
+  auto* reactor = new InferReactor(std::move(pending).value(), raw_response);
+  reactor->Start(SteadyDeadline(*context));
   return reactor;
 }
 

@@ -4,6 +4,10 @@
 // never blocks), and the scheduler's completion callback writes the response and finishes the
 // call from a scheduler thread.
 //
+// The Serve* methods and PrepareInfer know nothing of gRPC: they take and give the protocol's
+// messages and a Status. The HTTP/REST endpoints (server/http/kserve_http.h) answer through
+// them too, so that both protocols share one request path.
+//
 // Thread-safety: all methods are called concurrently by gRPC; shared state is the immutable
 // repository, the atomic lifecycle flags in ServerLifecycle, and spdlog's process-wide level,
 // which LogSettings reads and changes under one mutex.
@@ -12,9 +16,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 
+#include "grpc/pending_inference.h"
 #include "grpc_service.grpc.pb.h"
 #include "repository/model_repository.h"
 #include "repository/server_lifecycle.h"
@@ -28,7 +36,13 @@ struct InferenceServiceOptions {
   // Non-empty: every call must carry the metadata "authorization: Bearer <token>", else it is
   // answered UNAUTHENTICATED. grpc.health.v1 is a separate service and stays open to probes.
   std::string bearer_token;
+  // Told of each call refused for its token, with the protocol ("grpc"); may be empty.
+  std::function<void(std::string_view protocol)> on_unauthenticated;
 };
+
+// Whether one of `authorization` (the values of the authorization header or metadata) is
+// "Bearer <token>"; true when `token` is empty (no token configured). Compares in constant time.
+bool BearerAccepted(std::span<const std::string_view> authorization, std::string_view token);
 
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
 // parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
@@ -83,21 +97,8 @@ class InferenceService final : public RawInferenceService {
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
 
-  // When the last call reached the service (the epoch when none has): shutdown waits for
-  // clients to stop sending before it closes their connections.
-  std::chrono::steady_clock::time_point LastCallArrival() const {
-    return std::chrono::steady_clock::time_point(
-        std::chrono::steady_clock::duration(last_call_arrival_.load()));
-  }
-
- private:
-  bool Authorized(const grpc::CallbackServerContext& context) const;
-
-  // The methods answered at once: parse, serve, serialize.
-  template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
-                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
-                                  Status (InferenceService::*serve)(const Request&, Response*));
+  // Protocol-independent answers, shared by gRPC and HTTP: NOT_FOUND for an unknown model or
+  // version, UNAVAILABLE while the models are loading.
   Status ServeServerLive(const inference::ServerLiveRequest& request,
                          inference::ServerLiveResponse* response);
   Status ServeServerReady(const inference::ServerReadyRequest& request,
@@ -116,6 +117,28 @@ class InferenceService final : public RawInferenceService {
                               inference::RepositoryIndexResponse* response);
   Status ServeLogSettings(const inference::LogSettingsRequest& request,
                           inference::LogSettingsResponse* response);
+
+  // Looks the model up and decodes and checks the request against it (a refusal is counted in
+  // the model's statistics, as one by the scheduler is); the caller then Starts it.
+  Result<std::shared_ptr<PendingInference>> PrepareInfer(
+      std::unique_ptr<inference::ModelInferRequest> message,
+      std::chrono::steady_clock::time_point arrival);
+
+  // When the last call reached the service (the epoch when none has): shutdown waits for
+  // clients to stop sending before it closes their connections.
+  std::chrono::steady_clock::time_point LastCallArrival() const {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(last_call_arrival_.load()));
+  }
+
+ private:
+  bool Authorized(const grpc::CallbackServerContext& context) const;
+
+  // The methods answered at once: parse, serve, serialize.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                  Status (InferenceService::*serve)(const Request&, Response*));
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
 

@@ -45,6 +45,8 @@ MetricFamilies::MetricFamilies()
       model_load_duration(Gauge(registry, "ltserve_model_load_duration_seconds",
                                 "Model load and warm-up time, by execution path.")),
       model_ready(Gauge(registry, "ltserve_model_ready", "1 when the model serves requests.")),
+      unauthenticated(Counter(registry, "ltserve_unauthenticated_requests_total",
+                              "Requests refused for a missing or wrong bearer token, by protocol.")),
       build_info(Gauge(registry, "ltserve_build_info",
                        "Always 1; the labels say the version and whether CUDA was built in.")) {}
 

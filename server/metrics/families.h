@@ -36,6 +36,7 @@ struct MetricFamilies {
   prometheus::Family<prometheus::Histogram>& batch_size;
   prometheus::Family<prometheus::Gauge>& model_load_duration;
   prometheus::Family<prometheus::Gauge>& model_ready;
+  prometheus::Family<prometheus::Counter>& unauthenticated;
   prometheus::Family<prometheus::Gauge>& build_info;
 
   std::mutex load_mutex;

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -57,6 +58,9 @@ class Metrics {
   void SetModelLoad(const std::string& model, const std::string& version, const char* path,
                     double load_seconds);
   void SetModelReady(const std::string& model, const std::string& version, bool ready);
+
+  // ltserve_unauthenticated_requests_total{protocol}: one request refused for its token.
+  void CountUnauthenticated(std::string_view protocol);
 
   // Prometheus text format (version 0.0.4). Reads the GPU gauges first, so they are as fresh
   // as the scrape.

@@ -33,16 +33,18 @@ struct FakeServerState {
     return HttpHandlers{
         [this] { return live.load(); },
         [this] { return ready.load(); },
-        [this](const std::string& model) -> std::optional<bool> {
+        [this](const std::string& model, const std::string& version) -> std::optional<bool> {
           std::lock_guard lock(mutex);
           const auto it = models.find(model);
-          if (it == models.end()) return std::nullopt;
+          // Every fake model has the one version 1.
+          if (it == models.end() || (!version.empty() && version != "1")) return std::nullopt;
           return it->second;
         },
         [this] {
           std::lock_guard lock(mutex);
           return metrics_text;
         },
+        nullptr,
     };
   }
 };
@@ -68,6 +70,9 @@ TEST(HttpServerTest, AnswersEveryEndpointWithTritonsStatusCodes) {
   EXPECT_EQ(testing::GetStatus(client, "/v2/models/name%20with%20space/ready"), 200);
   EXPECT_EQ(testing::GetStatus(client, "/v2/models/unknown/ready"), 404);
   EXPECT_EQ(testing::GetStatus(client, "/v2/models//ready"), 404);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/models/mlp/versions/1/ready"), 200);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/models/encoder/versions/1/ready"), 503);
+  EXPECT_EQ(testing::GetStatus(client, "/v2/models/mlp/versions/2/ready"), 404);
   EXPECT_EQ(testing::GetStatus(client, "/no/such/path"), 404);
 
   const auto metrics = client.Get("/metrics");
@@ -207,6 +212,168 @@ TEST(HttpServerTest, ThePortCanBeReusedAfterTheServerStops) {
   auto again = HttpServer::Start("127.0.0.1", port, state.Handlers());
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ((*again)->port(), port);
+}
+
+// An api handler that answers what it was asked, so a test sees what reached it.
+HttpHandlers EchoingApi(FakeServerState& state) {
+  HttpHandlers handlers = state.Handlers();
+  handlers.api = [](const HttpRequest& request) {
+    HttpReply reply;
+    reply.status = 299;
+    reply.content_type = "application/json";
+    reply.headers.emplace_back("X-Seen-Header", std::string(request.Header("x-test").value_or("none")));
+    reply.body = request.method + " " + request.path + " " + request.body;
+    return reply;
+  };
+  return handlers;
+}
+
+std::string Gzip(const std::string& text) {
+  httplib::detail::gzip_compressor compressor;
+  std::string out;
+  EXPECT_TRUE(compressor.compress(text.data(), text.size(), true, [&](const char* data, size_t n) {
+    out.append(data, n);
+    return true;
+  }));
+  return out;
+}
+
+TEST(HttpServerTest, HandsOtherV2RequestsToTheApiWithTheirHeadersAndBody) {
+  FakeServerState state;
+  auto server = HttpServer::Start("127.0.0.1", 0, EchoingApi(state));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+
+  const auto get = client.Get("/v2/models/a%20b/config", {{"X-Test", "yes"}});
+  ASSERT_TRUE(get) << httplib::to_string(get.error());
+  EXPECT_EQ(get->status, 299);
+  EXPECT_EQ(get->body, "GET /v2/models/a b/config ");
+  EXPECT_EQ(get->get_header_value("X-Seen-Header"), "yes");
+  EXPECT_EQ(get->get_header_value("Content-Type"), "application/json");
+
+  const auto post = client.Post("/v2/models/m/infer", "{\"inputs\": []}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->body, "POST /v2/models/m/infer {\"inputs\": []}");
+  // Readiness stays the server's own route, whatever the api would say.
+  EXPECT_EQ(testing::GetStatus(client, "/v2/health/live"), 200);
+}
+
+TEST(HttpServerTest, NeverCompressesAnApiReplyAgain) {
+  FakeServerState state;
+  auto server = HttpServer::Start("127.0.0.1", 0, EchoingApi(state));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  client.set_decompress(false);
+  const auto reply = client.Get("/v2", {{"Accept-Encoding", "gzip, br"}});
+  ASSERT_TRUE(reply);
+  EXPECT_FALSE(reply->has_header("Content-Encoding"));
+  EXPECT_EQ(reply->body, "GET /v2 ");
+}
+
+TEST(HttpServerTest, HandsTheApiTheDecompressedBody) {
+  FakeServerState state;
+  auto server = HttpServer::Start("127.0.0.1", 0, EchoingApi(state));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  const std::string text(5000, 'x');
+  const auto reply = client.Post("/v2/x", {{"Content-Encoding", "gzip"}}, Gzip(text),
+                                 "application/octet-stream");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 299);
+  EXPECT_EQ(reply->body, "POST /v2/x " + text);
+}
+
+HttpServerOptions LoopbackOptions() {
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  return options;
+}
+
+TEST(HttpServerTest, RefusesABodyOverTheLimitWith413AndSaysSo) {
+  FakeServerState state;
+  HttpServerOptions options = LoopbackOptions();
+  options.max_body_bytes = 1000;
+  auto server = HttpServer::Start(options, EchoingApi(state));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+
+  const auto declared = client.Post("/v2/x", std::string(2000, 'x'), "application/json");
+  ASSERT_TRUE(declared);
+  EXPECT_EQ(declared->status, 413);
+  EXPECT_NE(declared->body.find("\"error\""), std::string::npos) << declared->body;
+  EXPECT_NE(declared->body.find("1000"), std::string::npos) << declared->body;
+
+  // Small on the wire, too large once decompressed.
+  httplib::Client again("127.0.0.1", (*server)->port());
+  const auto inflated = again.Post("/v2/x", {{"Content-Encoding", "gzip"}},
+                                   Gzip(std::string(100000, 'x')), "application/json");
+  ASSERT_TRUE(inflated);
+  EXPECT_EQ(inflated->status, 413);
+  EXPECT_EQ(inflated->get_header_value("Connection"), "close");
+
+  httplib::Client exact("127.0.0.1", (*server)->port());
+  const auto fits = exact.Post("/v2/x", std::string(1000, 'x'), "application/json");
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 299);
+}
+
+TEST(HttpServerTest, ABodyThatIsNotWhatItsEncodingSaysIs400WithAMessage) {
+  FakeServerState state;
+  auto server = HttpServer::Start("127.0.0.1", 0, EchoingApi(state));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  const auto garbled = client.Post("/v2/x", {{"Content-Encoding", "gzip"}},
+                                   std::string("not gzip at all"), "application/json");
+  ASSERT_TRUE(garbled);
+  EXPECT_EQ(garbled->status, 400);
+  EXPECT_NE(garbled->body.find("Content-Encoding"), std::string::npos) << garbled->body;
+}
+
+TEST(HttpServerTest, AnUnknownContentEncodingIs415NamingTheKnownOnes) {
+  FakeServerState state;
+  auto server = HttpServer::Start("127.0.0.1", 0, EchoingApi(state));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  const auto reply = client.Post("/v2/x", {{"Content-Encoding", "compress"}}, std::string("abc"),
+                                 "application/json");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 415);
+  EXPECT_EQ(reply->get_header_value("Accept-Encoding"), "gzip, deflate");
+  EXPECT_NE(reply->body.find("compress"), std::string::npos) << reply->body;
+}
+
+TEST(HttpServerTest, AnUnknownPathIs404WithAJsonError) {
+  FakeServerState state;
+  auto server = HttpServer::Start("127.0.0.1", 0, state.Handlers());  // no api
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  const auto reply = client.Post("/v2/models/m/infer", std::string("{}"), "application/json");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 404);
+  EXPECT_EQ(reply->body, "{\"error\":\"Not Found: no endpoint POST /v2/models/m/infer\"}");
+}
+
+TEST(HttpServerTest, RefusesHalfATlsConfigurationAndUnusableCertificates) {
+  FakeServerState state;
+  HttpServerOptions only_cert = LoopbackOptions();
+  only_cert.server_cert = "/nonexistent/cert.pem";
+  auto half = HttpServer::Start(only_cert, state.Handlers());
+  ASSERT_FALSE(half.ok());
+  EXPECT_EQ(half.status().code(), StatusCode::kInvalidArgument);
+
+  HttpServerOptions ca_only = LoopbackOptions();
+  ca_only.client_ca = "/nonexistent/ca.pem";
+  auto mutual_without_cert = HttpServer::Start(ca_only, state.Handlers());
+  ASSERT_FALSE(mutual_without_cert.ok());
+  EXPECT_EQ(mutual_without_cert.status().code(), StatusCode::kInvalidArgument);
+
+  HttpServerOptions missing = only_cert;
+  missing.server_key = "/nonexistent/key.pem";
+  auto unusable = HttpServer::Start(missing, state.Handlers());
+  ASSERT_FALSE(unusable.ok());
+  EXPECT_EQ(unusable.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unusable.status().message().find("/nonexistent/cert.pem"), std::string::npos);
 }
 
 }  // namespace

@@ -29,11 +29,11 @@ TEST(HttpServerWithCudaTest, ServesInAProcessThatLinksCublasLt) {
   auto server = HttpServer::Start(
       "127.0.0.1", 0,
       HttpHandlers{[] { return true; }, [] { return true; },
-                   [](const std::string& model) -> std::optional<bool> {
+                   [](const std::string& model, const std::string&) -> std::optional<bool> {
                      if (model == "mlp") return true;
                      return std::nullopt;
                    },
-                   [&metrics_text] { return metrics_text; }});
+                   [&metrics_text] { return metrics_text; }, nullptr});
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   EXPECT_EQ(testing::HammerAllEndpoints((*server)->port(), metrics_text), 0);
 }

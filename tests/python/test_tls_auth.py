@@ -1,8 +1,12 @@
-"""TLS, mutual TLS and bearer tokens on the gRPC port, with certificates made by the openssl CLI
-for each test run, against the real server binary."""
+"""TLS, mutual TLS and bearer tokens on the gRPC port and on the HTTP port, with certificates made
+by the openssl CLI for each test run, against the real server binary."""
 from __future__ import annotations
 
+import gzip
+import http.client
+import json
 import shutil
+import ssl
 import subprocess
 import tempfile
 from pathlib import Path
@@ -12,6 +16,7 @@ import numpy as np
 import pytest
 
 from ltserve_testing import SERVER_BINARY, copy_model, start_server
+from test_operations import scrape, value
 from test_server import infer_request, output_array
 
 TINY, TINY_IN, TINY_OUT = "tiny_mlp", 16, 4
@@ -142,6 +147,8 @@ def test_a_bearer_token_is_required_on_the_inference_service_only(tiny_repo, pb,
                                timeout=CALL_TIMEOUT_S).live
         got = stub.ModelInfer(request, metadata=good, timeout=CALL_TIMEOUT_S)
         assert output_array(got).shape == (2, TINY_OUT)
+        assert value(scrape(server.http_port), "ltserve_unauthenticated_requests_total",
+                     protocol="grpc") == 8
         # Probes carry no token: the health service answers them.
         health = pb.health_grpc.HealthStub(channel)
         status = health.Check(pb.health.HealthCheckRequest(service=""), timeout=CALL_TIMEOUT_S)
@@ -158,6 +165,14 @@ def test_a_bearer_token_is_required_on_the_inference_service_only(tiny_repo, pb,
     (["--grpc-use-ssl", "true", "--grpc-server-cert", "{certs}/missing.pem",
       "--grpc-server-key", "{certs}/server.key"], "--grpc-server-cert '"),
     (["--grpc-bearer-token-file", "{certs}/missing-token"], "--grpc-bearer-token-file '"),
+    (["--http-use-ssl", "true"], "--http-use-ssl needs --http-server-cert and --http-server-key"),
+    (["--http-use-ssl-mutual", "true", "--http-server-cert", "{certs}/server.pem",
+      "--http-server-key", "{certs}/server.key"], "--http-use-ssl-mutual needs --http-root-cert"),
+    (["--http-use-ssl", "true", "--http-server-cert", "{certs}/server.pem",
+      "--http-server-key", "{certs}/missing.key"], "--http-server-key '"),
+    (["--http-use-ssl", "true", "--http-server-cert", "{certs}/server.pem",
+      "--http-server-key", "{certs}/client.key"], "OpenSSL cannot use the certificate"),
+    (["--http-bearer-token-file", "{certs}/missing-token"], "--http-bearer-token-file '"),
 ])
 def test_security_flags_that_cannot_work_stop_the_start(tiny_repo, certs, args, message):
     args = [a.format(certs=certs) for a in args]
@@ -168,3 +183,127 @@ def test_security_flags_that_cannot_work_stop_the_start(tiny_repo, certs, args, 
     assert result.returncode == 2, result.stdout
     assert message in result.stdout, result.stdout
     assert "listening" not in result.stdout, result.stdout
+
+
+# --- the HTTP port --------------------------------------------------------------------------------
+
+TINY_INFER = json.dumps({"inputs": [{"name": "INPUT__0", "shape": [1, TINY_IN], "datatype": "FP32",
+                                     "data": [0.5] * TINY_IN}]}).encode()
+
+
+def https_request(port: int, context: ssl.SSLContext | None, method: str, path: str,
+                  body: bytes | None = None, headers: dict | None = None):
+    """(status, body) of one request, over TLS when `context` is given."""
+    if context is None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CALL_TIMEOUT_S)
+    else:
+        connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=CALL_TIMEOUT_S,
+                                                 context=context)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def tls_context(certs: Path, client: str | None = None, trust: bool = True) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem") if trust else None)
+    if client:
+        context.load_cert_chain(str(certs / f"{client}.pem"), str(certs / f"{client}.key"))
+    return context
+
+
+def assert_http_serves(port: int, context: ssl.SSLContext | None):
+    assert https_request(port, context, "GET", "/v2/health/ready")[0] == 200
+    status, body = https_request(port, context, "POST", f"/v2/models/{TINY}/infer", TINY_INFER)
+    assert status == 200, body
+    assert json.loads(body)["outputs"][0]["shape"] == [1, TINY_OUT]
+
+
+def assert_http_refused(port: int, context: ssl.SSLContext | None):
+    # A failed handshake, or (TLS 1.3) a connection the server drops once it has seen no
+    # acceptable client certificate; a plaintext request to a TLS port gets no HTTP answer.
+    with pytest.raises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
+        https_request(port, context, "GET", "/v2/health/live")
+
+
+def test_http_tls_serves_clients_that_trust_its_ca_and_not_plaintext(tiny_repo, certs):
+    server = start_server(tiny_repo, "--http-use-ssl", "true",
+                          "--http-server-cert", str(certs / "server.pem"),
+                          "--http-server-key", str(certs / "server.key"))
+    try:
+        assert "tls=off auth=off http_tls=on" in server.log()
+        assert_http_serves(server.http_port, tls_context(certs))
+        assert_http_refused(server.http_port, tls_context(certs, trust=False))  # unknown CA
+        assert_http_refused(server.http_port, None)
+        httpclient = pytest.importorskip("tritonclient.http")
+        client = httpclient.InferenceServerClient(
+            f"127.0.0.1:{server.http_port}", ssl=True,
+            ssl_options={"ca_certs": str(certs / "ca.pem")})
+        x = np.zeros((2, TINY_IN), np.float32)
+        tensor = httpclient.InferInput("INPUT__0", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        assert client.infer(TINY, [tensor]).as_numpy("OUTPUT__0").shape == (2, TINY_OUT)
+        client.close()
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+def test_http_mutual_tls_refuses_a_client_without_a_valid_certificate(tiny_repo, certs):
+    server = start_server(tiny_repo, "--http-use-ssl-mutual", "true",
+                          "--http-server-cert", str(certs / "server.pem"),
+                          "--http-server-key", str(certs / "server.key"),
+                          "--http-root-cert", str(certs / "ca.pem"))
+    try:
+        assert "http_tls=mutual" in server.log()
+        assert_http_serves(server.http_port, tls_context(certs, "client"))
+        assert_http_refused(server.http_port, tls_context(certs))              # no certificate
+        assert_http_refused(server.http_port, tls_context(certs, "stranger"))  # another CA's
+        assert_http_refused(server.http_port, None)
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+def test_an_http_bearer_token_guards_the_api_and_leaves_health_and_metrics_open(tiny_repo, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    server = start_server(tiny_repo, "--http-bearer-token-file", str(token_file))
+    port = server.http_port
+    try:
+        assert "http_auth=bearer" in server.log()
+        refused = 0
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
+                        {"Authorization": f"Basic {TOKEN}"}):
+            for method, path, body in (("POST", f"/v2/models/{TINY}/infer", TINY_INFER),
+                                       ("GET", f"/v2/models/{TINY}", None), ("GET", "/v2", None)):
+                status, answer = https_request(port, None, method, path, body, headers)
+                assert status == 401, (headers, path, answer)
+                assert "Bearer" in json.loads(answer)["error"]
+                refused += 1
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        status, answer = https_request(port, None, "POST", f"/v2/models/{TINY}/infer", TINY_INFER, good)
+        assert status == 200, answer
+        for path in ("/v2/health/live", "/v2/health/ready", f"/v2/models/{TINY}/ready", "/metrics"):
+            assert https_request(port, None, "GET", path)[0] == 200, path
+        samples = scrape(port)
+        assert value(samples, "ltserve_unauthenticated_requests_total", protocol="http") == refused
+        assert value(samples, "ltserve_unauthenticated_requests_total", protocol="grpc") == 0
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+def test_an_http_body_over_the_limit_is_413_even_when_it_arrives_compressed(tiny_repo):
+    server = start_server(tiny_repo, "--http-max-input-size", "4096")
+    port = server.http_port
+    try:
+        assert https_request(port, None, "POST", f"/v2/models/{TINY}/infer", TINY_INFER)[0] == 200
+        for body, headers in ((TINY_INFER + b" " * 5000, {}),
+                              (gzip.compress(TINY_INFER + b" " * 100_000), {"Content-Encoding": "gzip"})):
+            assert len(body) < 6000
+            status, answer = https_request(port, None, "POST", f"/v2/models/{TINY}/infer", body, headers)
+            assert status == 413, answer
+            assert "4096 bytes (--http-max-input-size)" in json.loads(answer)["error"]
+        assert https_request(port, None, "GET", "/v2/health/live")[0] == 200
+    finally:
+        assert server.terminate() == 0, server.log()

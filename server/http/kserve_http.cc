@@ -1,0 +1,331 @@
+#include "http/kserve_http.h"
+
+#include <zlib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "http/kserve_json.h"
+
+namespace ltserve {
+
+int HttpStatusOf(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kInternal: return 500;
+    case StatusCode::kUnimplemented: return 501;
+    // A full queue or an oversized response: the request was fine, the server cannot take it now.
+    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kCancelled:
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition: return 400;
+  }
+  return 400;
+}
+
+namespace {
+
+constexpr char kInferHeaderLength[] = "Inference-Header-Content-Length";
+
+HttpReply JsonReply(const nlohmann::ordered_json& body) {
+  HttpReply reply;
+  reply.body = body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return reply;
+}
+
+HttpReply ErrorReply(const Status& status) {
+  HttpReply reply = JsonReply({{"error", status.message()}});
+  reply.status = HttpStatusOf(status.code());
+  return reply;
+}
+
+HttpReply ErrorReply(int http_status, const std::string& message) {
+  HttpReply reply = JsonReply({{"error", message}});
+  reply.status = http_status;
+  return reply;
+}
+
+template <typename Response>
+HttpReply MessageReply(const Status& served, const Response& response) {
+  if (!served.ok()) return ErrorReply(served);
+  return JsonReply(MessageToJson(response));
+}
+
+std::vector<std::string> Segments(const std::string& path) {
+  std::vector<std::string> segments;
+  std::size_t start = 1;  // past the leading '/'
+  while (start <= path.size()) {
+    const std::size_t end = std::min(path.find('/', start), path.size());
+    segments.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return segments;
+}
+
+enum class Encoding { kIdentity, kGzip, kDeflate };
+
+// Triton's reading of Accept-Encoding: the listed identity, gzip or deflate of highest weight.
+Encoding ResponseEncoding(std::optional<std::string_view> accept) {
+  if (!accept.has_value()) return Encoding::kIdentity;
+  Encoding chosen = Encoding::kIdentity;
+  double best = 0;
+  std::size_t start = 0;
+  while (start <= accept->size()) {
+    std::size_t end = accept->find(',', start);
+    if (end == std::string_view::npos) end = accept->size();
+    std::string_view item = accept->substr(start, end - start);
+    start = end + 1;
+    double weight = 1;
+    if (const std::size_t q = item.find(";q="); q != std::string_view::npos) {
+      const std::string text(item.substr(q + 3));
+      char* parsed_end = nullptr;
+      weight = std::strtod(text.c_str(), &parsed_end);
+      if (parsed_end == text.c_str()) continue;
+      item = item.substr(0, q);
+    }
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    std::optional<Encoding> encoding;
+    if (item == "identity") encoding = Encoding::kIdentity;
+    if (item == "gzip") encoding = Encoding::kGzip;
+    if (item == "deflate") encoding = Encoding::kDeflate;
+    if (encoding.has_value() && weight > best) {
+      chosen = *encoding;
+      best = weight;
+    }
+  }
+  return chosen;
+}
+
+// gzip or zlib-wrapped deflate (what HTTP calls "deflate" and Python's zlib.decompress reads).
+std::optional<std::string> Compress(const std::string& data, Encoding encoding) {
+  z_stream stream{};
+  const int window_bits = encoding == Encoding::kGzip ? 15 + 16 : 15;
+  if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    return std::nullopt;
+  }
+  std::string out(deflateBound(&stream, data.size()) + 32, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  stream.avail_in = static_cast<uInt>(data.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&stream, Z_FINISH);
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  if (rc != Z_STREAM_END) return std::nullopt;
+  return out;
+}
+
+Result<std::optional<std::size_t>> HeaderLength(const HttpRequest& request) {
+  const std::optional<std::string_view> value = request.Header(kInferHeaderLength);
+  if (!value.has_value()) return std::optional<std::size_t>();
+  const std::string text(*value);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || text.front() == '-' || errno == ERANGE) {
+    return InvalidArgument(std::string("Unable to parse ") + kInferHeaderLength + ", got: '" +
+                           text + "'; expected the byte length of the JSON header");
+  }
+  return std::optional<std::size_t>(static_cast<std::size_t>(parsed));
+}
+
+// Waits on an HTTP worker thread for the PendingInference's `done`.
+struct Completion {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  Status status;
+  inference::ModelInferResponse response;
+};
+
+}  // namespace
+
+Result<HttpInferRequest> KServeHttp::ReadInferRequest(const HttpRequest& request,
+                                                     std::optional<std::size_t> header_length,
+                                                     const std::string& model,
+                                                     const std::string& version) const {
+  if (header_length != std::optional<std::size_t>(0)) {
+    return ParseInferRequest(request.body, header_length, model, version);
+  }
+  // A raw binary request: the model's configuration says what the body is.
+  inference::ModelConfigRequest config_request;
+  config_request.set_name(model);
+  config_request.set_version(version);
+  inference::ModelConfigResponse config;
+  LTSERVE_RETURN_IF_ERROR(service_->ServeModelConfig(config_request, &config));
+  return ParseRawBinaryRequest(request.body, config.config(), model, version);
+}
+
+HttpReply KServeHttp::Infer(const HttpRequest& request, const std::string& model,
+                            const std::string& version) const {
+  const auto arrival = std::chrono::steady_clock::now();
+  // As in Triton, an unknown model is 404 before the body is looked at.
+  inference::ModelReadyRequest ready_request;
+  ready_request.set_name(model);
+  ready_request.set_version(version);
+  inference::ModelReadyResponse ready_response;
+  if (Status known = service_->ServeModelReady(ready_request, &ready_response);
+      !known.ok()) {
+    return ErrorReply(known);
+  }
+  auto header_length = HeaderLength(request);
+  if (!header_length.ok()) return ErrorReply(header_length.status());
+  auto parsed = ReadInferRequest(request, *header_length, model, version);
+  if (!parsed.ok()) return ErrorReply(parsed.status());
+  HttpInferRequest http_request = std::move(parsed).value();
+  auto pending = service_->PrepareInfer(std::move(http_request.message), arrival);
+  if (!pending.ok()) return ErrorReply(pending.status());
+
+  auto completion = std::make_shared<Completion>();
+  (*pending)->Start(std::chrono::steady_clock::time_point::max(),
+                    [completion](const Status& status, inference::ModelInferResponse* response) {
+                      std::lock_guard lock(completion->mutex);
+                      completion->status = status;
+                      if (response != nullptr) completion->response = std::move(*response);
+                      completion->done = true;
+                      completion->finished.notify_one();
+                    });
+  {
+    std::unique_lock lock(completion->mutex);
+    completion->finished.wait(lock, [&] { return completion->done; });
+  }
+  if (!completion->status.ok()) return ErrorReply(completion->status);
+  // Encoded here rather than in `done`, so that the scheduler's thread is not held by it.
+  auto written = WriteInferResponse(completion->response, http_request);
+  if (!written.ok()) return ErrorReply(written.status());
+
+  HttpReply reply;
+  reply.body = std::move(written->body);
+  if (written->header_length.has_value()) {
+    reply.content_type = "application/octet-stream";
+    reply.headers.emplace_back(kInferHeaderLength, std::to_string(*written->header_length));
+  }
+  const Encoding encoding = ResponseEncoding(request.Header("Accept-Encoding"));
+  if (encoding != Encoding::kIdentity) {
+    // As Triton: a body that does not compress goes out as it is.
+    if (std::optional<std::string> compressed = Compress(reply.body, encoding)) {
+      reply.body = std::move(*compressed);
+      reply.headers.emplace_back("Content-Encoding",
+                                 encoding == Encoding::kGzip ? "gzip" : "deflate");
+    }
+  }
+  return reply;
+}
+
+HttpReply KServeHttp::Handle(const HttpRequest& request) const {
+  if (!BearerAccepted(request.HeaderValues("Authorization"), options_.bearer_token)) {
+    if (options_.on_unauthenticated) options_.on_unauthenticated("http");
+    HttpReply reply = ErrorReply(
+        401, "this server requires the header 'Authorization: Bearer <token>' with its token");
+    reply.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return reply;
+  }
+  const std::vector<std::string> path = Segments(request.path);
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  const bool post = request.method == "POST";
+  const auto wrong_method = [] { return ErrorReply(405, "Method Not Allowed"); };
+  if (path.size() < 1 || path[0] != "v2") return ErrorReply(404, "Not Found");
+
+  if (path.size() == 1) {  // GET /v2
+    if (!get) return wrong_method();
+    inference::ServerMetadataResponse response;
+    return MessageReply(service_->ServeServerMetadata({}, &response), response);
+  }
+  if (path[1] == "logging" && path.size() == 2) {
+    if (!get && !post) return wrong_method();
+    auto settings = post ? ParseLogSettings(request.body) : inference::LogSettingsRequest();
+    if (!settings.ok()) return ErrorReply(settings.status());
+    inference::LogSettingsResponse response;
+    if (Status served = service_->ServeLogSettings(*settings, &response); !served.ok()) {
+      return ErrorReply(served);
+    }
+    return JsonReply(LogSettingsToJson(response));
+  }
+  if (path[1] == "repository" && path.size() == 3 && path[2] == "index") {
+    if (!post) return wrong_method();
+    inference::RepositoryIndexRequest index_request;
+    if (!request.body.empty()) {
+      auto body = ParseJson(request.body, "repository index JSON");
+      if (!body.ok()) return ErrorReply(body.status());
+      if (!body->is_object()) return ErrorReply(InvalidArgument("the repository index JSON must be an object"));
+      if (auto ready = body->find("ready"); ready != body->end()) {
+        if (!ready->is_boolean()) {
+          return ErrorReply(InvalidArgument("Invalid value for 'ready': expected a boolean"));
+        }
+        index_request.set_ready(ready->get<bool>());
+      }
+    }
+    inference::RepositoryIndexResponse response;
+    if (Status served = service_->ServeRepositoryIndex(index_request, &response); !served.ok()) {
+      return ErrorReply(served);
+    }
+    // Triton answers the bare array of models.
+    return JsonReply(MessageToJson(response)["models"]);
+  }
+  if (path[1] == "repository" && path.size() == 5 && path[2] == "models" &&
+      (path[4] == "load" || path[4] == "unload")) {
+    if (!post) return wrong_method();
+    return ErrorReply(Unimplemented("model control (load, unload) is not available on this server: "
+                                    "every model in the repository is loaded at start-up"));
+  }
+  if (path[1] != "models" || path.size() < 3) return ErrorReply(404, "Not Found");
+  if (path.size() == 3 && path[2] == "stats") {  // GET /v2/models/stats
+    if (!get) return wrong_method();
+    inference::ModelStatisticsResponse response;
+    return MessageReply(service_->ServeModelStatistics({}, &response), response);
+  }
+  // /v2/models/{name}[/versions/{v}][/{kind}]
+  const std::string& model = path[2];
+  std::string version;
+  std::size_t next = 3;
+  if (path.size() >= 5 && path[3] == "versions") {
+    version = path[4];
+    next = 5;
+  }
+  if (path.size() > next + 1 || model.empty()) return ErrorReply(404, "Not Found");
+  const std::string kind = path.size() == next + 1 ? path[next] : "";
+  if (kind == "infer") {
+    if (!post) return wrong_method();
+    return Infer(request, model, version);
+  }
+  if (!get) return wrong_method();
+  if (kind.empty()) {
+    inference::ModelMetadataRequest metadata_request;
+    metadata_request.set_name(model);
+    metadata_request.set_version(version);
+    inference::ModelMetadataResponse response;
+    return MessageReply(service_->ServeModelMetadata(metadata_request, &response), response);
+  }
+  if (kind == "config") {
+    inference::ModelConfigRequest config_request;
+    config_request.set_name(model);
+    config_request.set_version(version);
+    inference::ModelConfigResponse response;
+    if (Status served = service_->ServeModelConfig(config_request, &response); !served.ok()) {
+      return ErrorReply(served);
+    }
+    // Triton answers the configuration itself, not wrapped in {"config": ...}.
+    return JsonReply(MessageToJson(response.config()));
+  }
+  if (kind == "stats") {
+    inference::ModelStatisticsRequest stats_request;
+    stats_request.set_name(model);
+    stats_request.set_version(version);
+    inference::ModelStatisticsResponse response;
+    return MessageReply(service_->ServeModelStatistics(stats_request, &response), response);
+  }
+  return ErrorReply(404, "Not Found");
+}
+
+}  // namespace ltserve

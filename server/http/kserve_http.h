@@ -1,0 +1,65 @@
+// KServe v2 over HTTP/REST, as Triton's HTTP endpoint answers it: the HttpServer's `api`
+// handler. Every endpoint answers through InferenceService's protocol-independent methods, and
+// inference through the same PendingInference path as gRPC's ModelInfer, so both protocols
+// batch together and share statistics, metrics and errors.
+//
+//   GET  /v2                                          server metadata
+//   GET  /v2/models/{name}[/versions/{v}]             model metadata
+//   GET  /v2/models/{name}[/versions/{v}]/config      model configuration
+//   GET  /v2/models[/{name}[/versions/{v}]]/stats     statistics
+//   POST /v2/models/{name}[/versions/{v}]/infer       inference (JSON and binary tensors)
+//   POST /v2/repository/index                         repository index
+//   GET  /v2/logging, POST /v2/logging                log settings
+//
+// Errors are {"error": "..."} with Triton's status codes (400 invalid, 404 unknown, 503
+// unavailable, ...). Health and model readiness are the HttpServer's own routes and so stay
+// open when a bearer token is required here.
+//
+// Thread-safety: Handle is called from many HTTP worker threads at once; it blocks its thread
+// until an inference completes.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "grpc/inference_service.h"
+#include "http/http_server.h"
+#include "http/kserve_json.h"
+
+namespace ltserve {
+
+struct KServeHttpOptions {
+  // Non-empty: every request must carry "Authorization: Bearer <token>", else 401.
+  std::string bearer_token;
+  // Told of each request refused for its token, with the protocol ("http"); may be empty.
+  std::function<void(std::string_view protocol)> on_unauthenticated;
+};
+
+class KServeHttp {
+ public:
+  // `service` must outlive this object.
+  KServeHttp(InferenceService* service, KServeHttpOptions options)
+      : service_(service), options_(std::move(options)) {}
+
+  HttpReply Handle(const HttpRequest& request) const;
+
+ private:
+  HttpReply Infer(const HttpRequest& request, const std::string& model,
+                  const std::string& version) const;
+  // The JSON header and binary data, or (header length 0) Triton's raw binary request.
+  Result<HttpInferRequest> ReadInferRequest(const HttpRequest& request,
+                                            std::optional<std::size_t> header_length,
+                                            const std::string& model,
+                                            const std::string& version) const;
+
+  InferenceService* const service_;
+  const KServeHttpOptions options_;
+};
+
+// The HTTP status Triton answers for an error of `code`.
+int HttpStatusOf(StatusCode code);
+
+}  // namespace ltserve
