@@ -78,16 +78,14 @@ void PendingInference::Complete(const Status& status, std::span<const OutputSlic
 
 namespace {
 
-// An output asked for in shared memory: written there, bounds-checked against its slice.
-Status WriteToRegion(const SharedMemorySlice& region, std::span<const std::byte> bytes,
-                     const std::string& output) {
-  if (bytes.size() > region.byte_size) {
-    return InvalidArgument("output '" + output + "' has " + std::to_string(bytes.size()) +
-                           " bytes; its shared memory region '" + region.region->name() +
-                           "' was given shared_memory_byte_size " +
-                           std::to_string(region.byte_size));
-  }
-  return region.region->CopyFromHost(region.offset, bytes);
+// An output asked for in shared memory must fit the part of the region it was given. Checked for
+// every output before any is written, so that a refused request leaves the regions untouched.
+Status CheckFits(const std::optional<SharedMemorySlice>& region, std::size_t bytes,
+                 const std::string& output) {
+  if (!region.has_value() || bytes <= region->byte_size) return Status::Ok();
+  return InvalidArgument("output '" + output + "' has " + std::to_string(bytes) +
+                         " bytes; its shared memory region '" + region->region->name() +
+                         "' was given shared_memory_byte_size " + std::to_string(region->byte_size));
 }
 
 }  // namespace
@@ -103,16 +101,18 @@ Result<inference::ModelInferResponse> PendingInference::BuildResponse(
   for (std::size_t r = 0; r < requested.size(); ++r) {
     const auto index = static_cast<std::size_t>(requested[r]);
     const OutputSlice& slice = outputs[index];
-    const bool in_response = !decoded_->output_regions[r].has_value();
+    const std::optional<SharedMemorySlice>& region = decoded_->output_regions[r];
     if (class_counts[r] == 0) {
-      if (in_response) output_bytes += slice.bytes.size();
+      LTSERVE_RETURN_IF_ERROR(CheckFits(region, slice.bytes.size(), spec.outputs[index].name));
+      if (!region.has_value()) output_bytes += slice.bytes.size();
       continue;
     }
     LTSERVE_ASSIGN_OR_RETURN(
         Classification top,
         Classify(slice.bytes, spec.outputs[index].dtype, slice.shape, spec.max_batch_size > 0,
                  class_counts[r], spec.outputs[index].name, model_->output_labels(index)));
-    if (in_response) output_bytes += top.bytes.size();
+    LTSERVE_RETURN_IF_ERROR(CheckFits(region, top.bytes.size(), spec.outputs[index].name));
+    if (!region.has_value()) output_bytes += top.bytes.size();
     classified[r] = std::move(top);
   }
   if (output_bytes > max_response_bytes_) {
@@ -120,12 +120,6 @@ Result<inference::ModelInferResponse> PendingInference::BuildResponse(
                              " bytes of outputs, more than the server's limit of " +
                              std::to_string(max_response_bytes_) +
                              " (--grpc-max-send-bytes); send a smaller batch");
-  }
-  // tritonclient finds an output's bytes at its position among the outputs: an output written
-  // to shared memory that comes before one in the response keeps its place with an empty entry.
-  std::size_t last_in_response = 0;
-  for (std::size_t r = 0; r < requested.size(); ++r) {
-    if (!decoded_->output_regions[r].has_value()) last_in_response = r + 1;
   }
   inference::ModelInferResponse response;
   response.set_model_name(spec.name);
@@ -137,10 +131,10 @@ Result<inference::ModelInferResponse> PendingInference::BuildResponse(
     auto* tensor = response.add_outputs();
     tensor->set_name(spec.outputs[index].name);
     if (const auto& region = decoded_->output_regions[r]; region.has_value()) {
-      LTSERVE_RETURN_IF_ERROR(WriteToRegion(
-          *region, classified[r].has_value() ? std::as_bytes(std::span(classified[r]->bytes))
-                                             : slice.bytes,
-          spec.outputs[index].name));
+      LTSERVE_RETURN_IF_ERROR(region->region->CopyFromHost(
+          region->offset, classified[r].has_value()
+                              ? std::as_bytes(std::span(classified[r]->bytes))
+                              : slice.bytes));
       tensor->set_datatype(classified[r].has_value() ? "BYTES"
                                                      : std::string(WireName(spec.outputs[index].dtype)));
       for (std::int64_t dim : classified[r].has_value() ? classified[r]->shape : slice.shape) {
@@ -150,7 +144,9 @@ Result<inference::ModelInferResponse> PendingInference::BuildResponse(
       parameters["shared_memory_region"].set_string_param(region->region->name());
       parameters["shared_memory_offset"].set_uint64_param(region->offset);
       parameters["shared_memory_byte_size"].set_uint64_param(region->byte_size);
-      if (r < last_in_response) response.add_raw_output_contents();
+      // Triton's C++ client (perf_analyzer) reads raw_output_contents by output position: an
+      // empty entry keeps the place of an output written to shared memory.
+      response.add_raw_output_contents();
       continue;
     }
     if (classified[r].has_value()) {

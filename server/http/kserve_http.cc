@@ -187,9 +187,9 @@ Result<std::uint64_t> UnsignedMember(const nlohmann::json& body, const char* key
 HttpReply RegionsReply(const Status& served, const google::protobuf::Message& response) {
   if (!served.ok()) return ErrorReply(served);
   nlohmann::ordered_json regions = nlohmann::ordered_json::array();
-  for (auto& [name, region] : MessageToJson(response)["regions"].items()) {
-    regions.push_back(std::move(region));
-  }
+  // Kept in a variable: a range-for over a member of MessageToJson's temporary would outlive it.
+  nlohmann::ordered_json by_name = MessageToJson(response)["regions"];
+  for (auto& [name, region] : by_name.items()) regions.push_back(std::move(region));
   return JsonReply(regions);
 }
 

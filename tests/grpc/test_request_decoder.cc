@@ -179,7 +179,7 @@ TEST(RequestDecoder, RawByteCountMismatch) {
 TEST(RequestDecoder, RawContentsCountMismatch) {
   auto request = ValidRequest(2, 1);
   request.mutable_raw_input_contents()->RemoveLast();
-  ExpectInvalid(request, "one entry per input");
+  ExpectInvalid(request, "one entry per such input");
 }
 
 TEST(RequestDecoder, RawAndTypedMixed) {

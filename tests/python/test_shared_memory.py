@@ -152,7 +152,9 @@ def test_input_and_output_in_shared_memory(triton, regions, ltserve_server):
     result = triton.infer(MODEL, [shm_input(region_in)], outputs=[shm_output(region_out)],
                           client_timeout=CALL_TIMEOUT_S)
     response = result.get_response()
-    assert len(response.raw_output_contents) == 0  # the bytes went to the region, as in Triton
+    # The bytes went to the region: an empty entry keeps the output's place, as in Triton.
+    assert list(response.raw_output_contents) == [b""]
+    assert response.outputs[0].parameters["shared_memory_region"].string_param == region_out.name
     assert list(response.outputs[0].shape) == [BATCH, OUT_FEATURES]
     written = shm.get_contents_as_numpy(region_out.handle, np.float32, [BATCH, OUT_FEATURES])
     np.testing.assert_allclose(written, reference(ltserve_server.repo, data), rtol=RTOL, atol=ATOL)
