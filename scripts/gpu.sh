@@ -86,6 +86,13 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
         > "$OUT/served_hf_$precision.log" 2>&1 || status=1
       tail -3 "$OUT/served_hf_$precision.log"
     done
+    echo "== CUDA shared memory (tests/python/test_shared_memory.py -k cuda)"
+    # tritonclient's cuda_shared_memory needs cuda-python (cuda.cudart) and tritonclient[grpc];
+    # without them (no wheels in .whl/) the test skips and says which is missing.
+    LTSERVE_BUILD_DIR=$ROOT/build-device \
+      python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_shared_memory.py -k cuda \
+      > "$OUT/served_cuda_shm.log" 2>&1 || status=1
+    tail -3 "$OUT/served_cuda_shm.log"
   fi
   if [[ $build_status == 0 && ${RUN_HF_BENCH:-1} == 1 ]]; then
     echo "== Hugging Face BERT-base benchmark (bench/hf_encoder_bench.py)"

@@ -264,6 +264,8 @@ Status InferenceService::ServeServerMetadata(const inference::ServerMetadataRequ
   response->add_extensions("classification");
   response->add_extensions("logging");
   response->add_extensions("binary_tensor_data");
+  response->add_extensions("system_shared_memory");
+  response->add_extensions("cuda_shared_memory");
   return Status::Ok();
 }
 
@@ -473,7 +475,7 @@ Result<std::shared_ptr<PendingInference>> InferenceService::PrepareInfer(
     model->stats().RecordFailure(FailureReason::kUnavailable, NanosSince(arrival));
     return Unavailable("server is shutting down; retry on another replica");
   }
-  auto decoded = DecodeInferRequest(*message, model->spec());
+  auto decoded = DecodeInferRequest(*message, model->spec(), &shared_memory_);
   if (!decoded.ok()) {
     model->stats().RecordFailure(FailureReason::kInvalidInput, NanosSince(arrival));
     spdlog::debug("ModelInfer '{}' rejected: {}", message->model_name(), decoded.status().message());
@@ -500,6 +502,37 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   auto* reactor = new InferReactor(std::move(pending).value(), raw_response);
   reactor->Start(SteadyDeadline(*context));
   return reactor;
+}
+
+// The shared-memory RPCs; what they do is in shared_memory_service.cc.
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeSystemSharedMemoryStatus);
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeSystemSharedMemoryRegister);
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeSystemSharedMemoryUnregister);
+}
+
+grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryStatus(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeCudaSharedMemoryStatus);
+}
+
+grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryRegister(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeCudaSharedMemoryRegister);
+}
+
+grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryUnregister(grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return Unary(context, request, response, &InferenceService::ServeCudaSharedMemoryUnregister);
 }
 
 }  // namespace ltserve

@@ -9,8 +9,8 @@
 // them too, so that both protocols share one request path.
 //
 // Thread-safety: all methods are called concurrently by gRPC; shared state is the immutable
-// repository, the atomic lifecycle flags in ServerLifecycle, and spdlog's process-wide level,
-// which LogSettings reads and changes under one mutex.
+// repository, the atomic lifecycle flags in ServerLifecycle, spdlog's process-wide level,
+// which LogSettings reads and changes under one mutex, and the thread-safe shared-memory registry.
 #pragma once
 
 #include <atomic>
@@ -26,6 +26,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "repository/model_repository.h"
 #include "repository/server_lifecycle.h"
+#include "shm/shared_memory_registry.h"
 
 namespace ltserve {
 
@@ -46,7 +47,14 @@ bool BearerAccepted(std::span<const std::string_view> authorization, std::string
 
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
 // parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
-using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryIndex<
+using RawInferenceService =
+    inference::GRPCInferenceService::WithRawCallbackMethod_SystemSharedMemoryStatus<
+    inference::GRPCInferenceService::WithRawCallbackMethod_SystemSharedMemoryRegister<
+    inference::GRPCInferenceService::WithRawCallbackMethod_SystemSharedMemoryUnregister<
+    inference::GRPCInferenceService::WithRawCallbackMethod_CudaSharedMemoryStatus<
+    inference::GRPCInferenceService::WithRawCallbackMethod_CudaSharedMemoryRegister<
+    inference::GRPCInferenceService::WithRawCallbackMethod_CudaSharedMemoryUnregister<
+    inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryIndex<
     inference::GRPCInferenceService::WithRawCallbackMethod_LogSettings<
     inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
     inference::GRPCInferenceService::WithRawCallbackMethod_ServerReady<
@@ -56,7 +64,7 @@ using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMeth
                     inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
                         inference::GRPCInferenceService::WithRawCallbackMethod_ModelStatistics<
                             inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                                inference::GRPCInferenceService::Service>>>>>>>>>>;
+                                inference::GRPCInferenceService::Service>>>>>>>>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -96,6 +104,25 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  // The shared-memory extensions; their Serve* methods are in shared_memory_service.cc.
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) override;
 
   // Protocol-independent answers, shared by gRPC and HTTP: NOT_FOUND for an unknown model or
   // version, UNAVAILABLE while the models are loading.
@@ -117,6 +144,19 @@ class InferenceService final : public RawInferenceService {
                               inference::RepositoryIndexResponse* response);
   Status ServeLogSettings(const inference::LogSettingsRequest& request,
                           inference::LogSettingsResponse* response);
+  Status ServeSystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& request,
+                                       inference::SystemSharedMemoryStatusResponse* response);
+  Status ServeSystemSharedMemoryRegister(const inference::SystemSharedMemoryRegisterRequest& request,
+                                         inference::SystemSharedMemoryRegisterResponse* response);
+  Status ServeSystemSharedMemoryUnregister(
+      const inference::SystemSharedMemoryUnregisterRequest& request,
+      inference::SystemSharedMemoryUnregisterResponse* response);
+  Status ServeCudaSharedMemoryStatus(const inference::CudaSharedMemoryStatusRequest& request,
+                                     inference::CudaSharedMemoryStatusResponse* response);
+  Status ServeCudaSharedMemoryRegister(const inference::CudaSharedMemoryRegisterRequest& request,
+                                       inference::CudaSharedMemoryRegisterResponse* response);
+  Status ServeCudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& request,
+                                         inference::CudaSharedMemoryUnregisterResponse* response);
 
   // Looks the model up and decodes and checks the request against it (a refusal is counted in
   // the model's statistics, as one by the scheduler is); the caller then Starts it.
@@ -146,6 +186,8 @@ class InferenceService final : public RawInferenceService {
   const std::string version_;
   const InferenceServiceOptions options_;
   std::atomic<std::chrono::steady_clock::rep> last_call_arrival_{0};
+  // Regions registered through the shared-memory RPCs (and HTTP's endpoints); thread-safe.
+  SharedMemoryRegistry shared_memory_;
 };
 
 // Maps ltserve's status to gRPC's (same numbering).

@@ -76,6 +76,20 @@ void PendingInference::Complete(const Status& status, std::span<const OutputSlic
   done(Status::Ok(), &*response);
 }
 
+namespace {
+
+// An output asked for in shared memory must fit the part of the region it was given. Checked for
+// every output before any is written, so that a refused request leaves the regions untouched.
+Status CheckFits(const std::optional<SharedMemorySlice>& region, std::size_t bytes,
+                 const std::string& output) {
+  if (!region.has_value() || bytes <= region->byte_size) return Status::Ok();
+  return InvalidArgument("output '" + output + "' has " + std::to_string(bytes) +
+                         " bytes; its shared memory region '" + region->region->name() +
+                         "' was given shared_memory_byte_size " + std::to_string(region->byte_size));
+}
+
+}  // namespace
+
 Result<inference::ModelInferResponse> PendingInference::BuildResponse(
     std::span<const OutputSlice> outputs) const {
   const ModelSpec& spec = model_->spec();
@@ -87,15 +101,18 @@ Result<inference::ModelInferResponse> PendingInference::BuildResponse(
   for (std::size_t r = 0; r < requested.size(); ++r) {
     const auto index = static_cast<std::size_t>(requested[r]);
     const OutputSlice& slice = outputs[index];
+    const std::optional<SharedMemorySlice>& region = decoded_->output_regions[r];
     if (class_counts[r] == 0) {
-      output_bytes += slice.bytes.size();
+      LTSERVE_RETURN_IF_ERROR(CheckFits(region, slice.bytes.size(), spec.outputs[index].name));
+      if (!region.has_value()) output_bytes += slice.bytes.size();
       continue;
     }
     LTSERVE_ASSIGN_OR_RETURN(
         Classification top,
         Classify(slice.bytes, spec.outputs[index].dtype, slice.shape, spec.max_batch_size > 0,
                  class_counts[r], spec.outputs[index].name, model_->output_labels(index)));
-    output_bytes += top.bytes.size();
+    LTSERVE_RETURN_IF_ERROR(CheckFits(region, top.bytes.size(), spec.outputs[index].name));
+    if (!region.has_value()) output_bytes += top.bytes.size();
     classified[r] = std::move(top);
   }
   if (output_bytes > max_response_bytes_) {
@@ -113,6 +130,25 @@ Result<inference::ModelInferResponse> PendingInference::BuildResponse(
     const OutputSlice& slice = outputs[index];
     auto* tensor = response.add_outputs();
     tensor->set_name(spec.outputs[index].name);
+    if (const auto& region = decoded_->output_regions[r]; region.has_value()) {
+      LTSERVE_RETURN_IF_ERROR(region->region->CopyFromHost(
+          region->offset, classified[r].has_value()
+                              ? std::as_bytes(std::span(classified[r]->bytes))
+                              : slice.bytes));
+      tensor->set_datatype(classified[r].has_value() ? "BYTES"
+                                                     : std::string(WireName(spec.outputs[index].dtype)));
+      for (std::int64_t dim : classified[r].has_value() ? classified[r]->shape : slice.shape) {
+        tensor->add_shape(dim);
+      }
+      auto& parameters = *tensor->mutable_parameters();
+      parameters["shared_memory_region"].set_string_param(region->region->name());
+      parameters["shared_memory_offset"].set_uint64_param(region->offset);
+      parameters["shared_memory_byte_size"].set_uint64_param(region->byte_size);
+      // Triton's C++ client (perf_analyzer) reads raw_output_contents by output position: an
+      // empty entry keeps the place of an output written to shared memory.
+      response.add_raw_output_contents();
+      continue;
+    }
     if (classified[r].has_value()) {
       tensor->set_datatype("BYTES");
       for (std::int64_t dim : classified[r]->shape) tensor->add_shape(dim);

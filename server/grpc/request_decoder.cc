@@ -115,6 +115,37 @@ Status ReadUnsignedParameter(const google::protobuf::Map<std::string, inference:
   return Status::Ok();
 }
 
+constexpr const char* kRegionKey = "shared_memory_region";
+
+// The shared_memory_region / _offset / _byte_size parameters of one tensor, resolved to a
+// bounds-checked slice; nullopt when the tensor names no region.
+Result<std::optional<SharedMemorySlice>> ReadSharedMemory(
+    const google::protobuf::Map<std::string, inference::InferParameter>& params,
+    const std::string& what, const SharedMemoryRegistry* shared_memory) {
+  auto region = params.find(kRegionKey);
+  if (region == params.end()) return std::optional<SharedMemorySlice>();
+  if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return InvalidArgument(what + ": parameter 'shared_memory_region' must be a string_param");
+  }
+  if (params.count("shared_memory_byte_size") == 0) {
+    return InvalidArgument(what + " names shared memory region '" +
+                           region->second.string_param() +
+                           "' without parameter 'shared_memory_byte_size'");
+  }
+  constexpr std::uint64_t kMax = std::numeric_limits<std::int64_t>::max();
+  std::uint64_t byte_size = 0;
+  std::uint64_t offset = 0;
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(params, "shared_memory_byte_size", kMax, &byte_size));
+  LTSERVE_RETURN_IF_ERROR(ReadUnsignedParameter(params, "shared_memory_offset", kMax, &offset));
+  if (shared_memory == nullptr) {
+    return InvalidArgument(what + " names a shared memory region; shared memory is not "
+                           "available on this endpoint: send the data in the request");
+  }
+  LTSERVE_ASSIGN_OR_RETURN(SharedMemorySlice slice,
+                           shared_memory->Slice(region->second.string_param(), offset, byte_size, what));
+  return std::optional<SharedMemorySlice>(std::move(slice));
+}
+
 bool IsNumeric(DataType dtype) { return dtype != DataType::kBool && dtype != DataType::kInvalid; }
 
 // The output parameter `classification` (tritonclient's class_count): k > 0 asks for the top k
@@ -148,15 +179,23 @@ Status ReadClassCount(const inference::ModelInferRequest::InferRequestedOutputTe
 }  // namespace
 
 Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
-    const inference::ModelInferRequest& message, const ModelSpec& spec) {
+    const inference::ModelInferRequest& message, const ModelSpec& spec,
+    const SharedMemoryRegistry* shared_memory) {
   auto decoded = std::make_unique<DecodedRequest>();
   auto request = std::make_unique<InferenceRequest>();
-  const bool raw = message.raw_input_contents_size() > 0;
-  if (raw && message.raw_input_contents_size() != message.inputs_size()) {
-    return InvalidArgument("request has " + std::to_string(message.inputs_size()) + " inputs but " +
-                           std::to_string(message.raw_input_contents_size()) +
-                           " raw_input_contents; one entry per input expected");
+  // As in Triton, raw_input_contents holds one entry per input not in shared memory, in order.
+  int inputs_in_message = 0;
+  for (const auto& input : message.inputs()) {
+    inputs_in_message += input.parameters().count(kRegionKey) == 0 ? 1 : 0;
   }
+  const bool raw = message.raw_input_contents_size() > 0;
+  if (raw && message.raw_input_contents_size() != inputs_in_message) {
+    return InvalidArgument("request has " + std::to_string(inputs_in_message) +
+                           " inputs not in shared memory but " +
+                           std::to_string(message.raw_input_contents_size()) +
+                           " raw_input_contents; one entry per such input expected");
+  }
+  int next_raw = 0;
   if (message.inputs_size() != static_cast<int>(spec.inputs.size())) {
     std::string names;
     for (const auto& t : spec.inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
@@ -206,13 +245,36 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
     const std::size_t expected_bytes = static_cast<std::size_t>(elements) * ElementSize(dtype);
 
     std::span<const std::byte> bytes;
-    if (raw) {
+    LTSERVE_ASSIGN_OR_RETURN(
+        std::optional<SharedMemorySlice> region,
+        ReadSharedMemory(input.parameters(), "input '" + tensor.name + "'", shared_memory));
+    if (region.has_value()) {
+      if (input.has_contents()) {
+        return InvalidArgument("input '" + tensor.name +
+                               "' has both contents and a shared memory region; use one");
+      }
+      if (region->byte_size != expected_bytes) {
+        return InvalidArgument("input '" + tensor.name + "' has shared_memory_byte_size " +
+                               std::to_string(region->byte_size) + "; shape " +
+                               ShapeToString(shape) + " of " + std::string(WireName(dtype)) +
+                               " needs " + std::to_string(expected_bytes));
+      }
+      if (const std::byte* host = region->region->host_data(); host != nullptr) {
+        bytes = std::span(host + region->offset, region->byte_size);  // no copy
+      } else {
+        std::string& out = decoded->converted.emplace_back(region->byte_size, '\0');
+        LTSERVE_RETURN_IF_ERROR(region->region->CopyToHost(
+            region->offset, std::as_writable_bytes(std::span(out.data(), out.size()))));
+        bytes = std::as_bytes(std::span(out.data(), out.size()));
+      }
+      decoded->input_regions.push_back(std::move(*region));
+    } else if (raw) {
       if (input.has_contents()) {
         return InvalidArgument("input '" + tensor.name +
                                "' has typed contents while the request uses raw_input_contents; "
                                "use one or the other for all inputs");
       }
-      const std::string& data = message.raw_input_contents(m);
+      const std::string& data = message.raw_input_contents(next_raw++);
       if (data.size() != expected_bytes) {
         return InvalidArgument("input '" + tensor.name + "' has " + std::to_string(data.size()) +
                                " bytes of raw contents; shape " + ShapeToString(shape) + " of " +
@@ -239,6 +301,7 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
       decoded->requested_outputs.push_back(static_cast<int>(i));
     }
     decoded->class_counts.assign(spec.outputs.size(), 0);
+    decoded->output_regions.resize(spec.outputs.size());
   }
   for (const auto& requested : message.outputs()) {
     int index = -1;
@@ -262,8 +325,13 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
     }
     std::uint32_t class_count = 0;
     LTSERVE_RETURN_IF_ERROR(ReadClassCount(requested, spec.outputs[index], &class_count));
+    LTSERVE_ASSIGN_OR_RETURN(
+        std::optional<SharedMemorySlice> region,
+        ReadSharedMemory(requested.parameters(), "output '" + requested.name() + "'",
+                         shared_memory));
     decoded->requested_outputs.push_back(index);
     decoded->class_counts.push_back(class_count);
+    decoded->output_regions.push_back(std::move(region));
   }
 
   std::uint64_t priority = 0;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "model/model_spec.h"
 #include "grpc_service.pb.h"
 #include "scheduler/scheduler.h"
+#include "shm/shared_memory_registry.h"
 
 namespace ltserve {
 
@@ -22,11 +24,19 @@ struct DecodedRequest {
   std::vector<std::uint32_t> class_counts;
   // Typed `contents` converted to raw bytes (owned here; the message owns raw contents).
   std::vector<std::string> converted;
+  // Regions inputs point into, held until the request completes so that an Unregister in
+  // the meantime does not unmap them.
+  std::vector<SharedMemorySlice> input_regions;
+  // Parallel to requested_outputs: where an output asked for in shared memory is written.
+  std::vector<std::optional<SharedMemorySlice>> output_regions;
 };
 
 // `message` must outlive the decoded request (the caller keeps both alive together).
+// `shared_memory` resolves the shared_memory_region parameters of inputs and outputs; without
+// it (nullptr) a request naming a region is refused.
 Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
-    const inference::ModelInferRequest& message, const ModelSpec& spec);
+    const inference::ModelInferRequest& message, const ModelSpec& spec,
+    const SharedMemoryRegistry* shared_memory = nullptr);
 
 // "[2, 128]" for messages.
 std::string ShapeToString(const std::vector<std::int64_t>& shape);

@@ -149,6 +149,50 @@ struct Completion {
   inference::ModelInferResponse response;
 };
 
+// Standard base64 (Triton's {"b64": ...} for a CUDA IPC handle); nullopt when malformed.
+std::optional<std::string> DecodeBase64(const std::string& text) {
+  std::string out;
+  std::uint32_t bits = 0;
+  int count = 0;
+  for (char c : text) {
+    int value = -1;
+    if (c >= 'A' && c <= 'Z') value = c - 'A';
+    else if (c >= 'a' && c <= 'z') value = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') value = c - '0' + 52;
+    else if (c == '+') value = 62;
+    else if (c == '/') value = 63;
+    else if (c == '=') break;
+    else return std::nullopt;
+    bits = (bits << 6) | static_cast<std::uint32_t>(value);
+    if ((count += 6) >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xFF));
+    }
+  }
+  return out;
+}
+
+// A register request's unsigned member; 0 when absent, as in a protobuf message.
+Result<std::uint64_t> UnsignedMember(const nlohmann::json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end()) return std::uint64_t{0};
+  if (!it->is_number_unsigned()) {
+    return InvalidArgument(std::string("'") + key + "' must be a non-negative integer, got " +
+                           it->dump());
+  }
+  return it->get<std::uint64_t>();
+}
+
+// Triton answers a status as the bare array of regions.
+HttpReply RegionsReply(const Status& served, const google::protobuf::Message& response) {
+  if (!served.ok()) return ErrorReply(served);
+  nlohmann::ordered_json regions = nlohmann::ordered_json::array();
+  // Kept in a variable: a range-for over a member of MessageToJson's temporary would outlive it.
+  nlohmann::ordered_json by_name = MessageToJson(response)["regions"];
+  for (auto& [name, region] : by_name.items()) regions.push_back(std::move(region));
+  return JsonReply(regions);
+}
+
 }  // namespace
 
 Result<HttpInferRequest> KServeHttp::ReadInferRequest(const HttpRequest& request,
@@ -223,6 +267,94 @@ HttpReply KServeHttp::Infer(const HttpRequest& request, const std::string& model
   return reply;
 }
 
+HttpReply KServeHttp::SharedMemory(const HttpRequest& request,
+                                   const std::vector<std::string>& path) const {
+  // /v2/{system,cuda}sharedmemory[/region/{name}]/{status,register,unregister}
+  const bool cuda = path[1] == "cudasharedmemory";
+  std::string name;
+  if (path.size() == 5 && path[2] == "region") {
+    name = path[3];
+  } else if (path.size() != 3) {
+    return ErrorReply(404, "Not Found");
+  }
+  const std::string& action = path.back();
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  if (action == "status") {
+    if (!get) return ErrorReply(405, "Method Not Allowed");
+    if (cuda) {
+      inference::CudaSharedMemoryStatusRequest status_request;
+      status_request.set_name(name);
+      inference::CudaSharedMemoryStatusResponse response;
+      return RegionsReply(service_->ServeCudaSharedMemoryStatus(status_request, &response), response);
+    }
+    inference::SystemSharedMemoryStatusRequest status_request;
+    status_request.set_name(name);
+    inference::SystemSharedMemoryStatusResponse response;
+    return RegionsReply(service_->ServeSystemSharedMemoryStatus(status_request, &response), response);
+  }
+  if (request.method != "POST") return ErrorReply(405, "Method Not Allowed");
+  if (action == "unregister") {
+    Status served;
+    if (cuda) {
+      inference::CudaSharedMemoryUnregisterRequest unregister;
+      unregister.set_name(name);
+      inference::CudaSharedMemoryUnregisterResponse response;
+      served = service_->ServeCudaSharedMemoryUnregister(unregister, &response);
+    } else {
+      inference::SystemSharedMemoryUnregisterRequest unregister;
+      unregister.set_name(name);
+      inference::SystemSharedMemoryUnregisterResponse response;
+      served = service_->ServeSystemSharedMemoryUnregister(unregister, &response);
+    }
+    return served.ok() ? JsonReply(nlohmann::ordered_json::object()) : ErrorReply(served);
+  }
+  if (action != "register" || name.empty()) return ErrorReply(404, "Not Found");
+  auto body = ParseJson(request.body, "shared memory register JSON");
+  if (!body.ok()) return ErrorReply(body.status());
+  if (!body->is_object()) {
+    return ErrorReply(InvalidArgument("the shared memory register JSON must be an object"));
+  }
+  auto byte_size = UnsignedMember(*body, "byte_size");
+  if (!byte_size.ok()) return ErrorReply(byte_size.status());
+  Status served;
+  if (cuda) {
+    auto handle = body->find("raw_handle");
+    std::optional<std::string> raw;
+    if (handle != body->end() && handle->is_object() && handle->contains("b64") &&
+        (*handle)["b64"].is_string()) {
+      raw = DecodeBase64((*handle)["b64"].get<std::string>());
+    }
+    if (!raw.has_value()) {
+      return ErrorReply(InvalidArgument(
+          "'raw_handle' must be {\"b64\": \"<the cudaIpcMemHandle_t in base64>\"}"));
+    }
+    auto device_id = UnsignedMember(*body, "device_id");
+    if (!device_id.ok()) return ErrorReply(device_id.status());
+    inference::CudaSharedMemoryRegisterRequest register_request;
+    register_request.set_name(name);
+    register_request.set_raw_handle(*raw);
+    register_request.set_device_id(static_cast<std::int64_t>(*device_id));
+    register_request.set_byte_size(*byte_size);
+    inference::CudaSharedMemoryRegisterResponse response;
+    served = service_->ServeCudaSharedMemoryRegister(register_request, &response);
+  } else {
+    auto key = body->find("key");
+    if (key == body->end() || !key->is_string()) {
+      return ErrorReply(InvalidArgument("'key' must be the shm object's name, a string"));
+    }
+    auto offset = UnsignedMember(*body, "offset");
+    if (!offset.ok()) return ErrorReply(offset.status());
+    inference::SystemSharedMemoryRegisterRequest register_request;
+    register_request.set_name(name);
+    register_request.set_key(key->get<std::string>());
+    register_request.set_offset(*offset);
+    register_request.set_byte_size(*byte_size);
+    inference::SystemSharedMemoryRegisterResponse response;
+    served = service_->ServeSystemSharedMemoryRegister(register_request, &response);
+  }
+  return served.ok() ? JsonReply(nlohmann::ordered_json::object()) : ErrorReply(served);
+}
+
 HttpReply KServeHttp::Handle(const HttpRequest& request) const {
   if (!BearerAccepted(request.HeaderValues("Authorization"), options_.bearer_token)) {
     if (options_.on_unauthenticated) options_.on_unauthenticated("http");
@@ -278,6 +410,9 @@ HttpReply KServeHttp::Handle(const HttpRequest& request) const {
     if (!post) return wrong_method();
     return ErrorReply(Unimplemented("model control (load, unload) is not available on this server: "
                                     "every model in the repository is loaded at start-up"));
+  }
+  if (path[1] == "systemsharedmemory" || path[1] == "cudasharedmemory") {
+    return SharedMemory(request, path);
   }
   if (path[1] != "models" || path.size() < 3) return ErrorReply(404, "Not Found");
   if (path.size() == 3 && path[2] == "stats") {  // GET /v2/models/stats

@@ -10,6 +10,9 @@
 //   POST /v2/models/{name}[/versions/{v}]/infer       inference (JSON and binary tensors)
 //   POST /v2/repository/index                         repository index
 //   GET  /v2/logging, POST /v2/logging                log settings
+//   GET  /v2/{system,cuda}sharedmemory[/region/{name}]/status       shared-memory regions
+//   POST /v2/{system,cuda}sharedmemory/region/{name}/register
+//   POST /v2/{system,cuda}sharedmemory[/region/{name}]/unregister
 //
 // Errors are {"error": "..."} with Triton's status codes (400 invalid, 404 unknown, 503
 // unavailable, ...). Health and model readiness are the HttpServer's own routes and so stay
@@ -24,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "grpc/inference_service.h"
 #include "http/http_server.h"
@@ -47,6 +51,7 @@ class KServeHttp {
   HttpReply Handle(const HttpRequest& request) const;
 
  private:
+  HttpReply SharedMemory(const HttpRequest& request, const std::vector<std::string>& path) const;
   HttpReply Infer(const HttpRequest& request, const std::string& model,
                   const std::string& version) const;
   // The JSON header and binary data, or (header length 0) Triton's raw binary request.

@@ -168,12 +168,23 @@ Result<const json*> ParametersOf(const json& object, const std::string& where) {
   return &*it;
 }
 
-Status RefuseSharedMemory(const json& parameters, const std::string& where) {
-  if (parameters.contains("shared_memory_region")) {
-    return InvalidArgument(where + " names a shared_memory_region; this server does not "
-                           "support the shared-memory extension: send the data in the request");
+constexpr const char* kSharedMemoryKeys[] = {"shared_memory_region", "shared_memory_offset",
+                                             "shared_memory_byte_size"};
+
+// An input in shared memory: its parameters go to the message, where the request decoder reads
+// them as it does gRPC's; it carries no data and no binary part.
+Result<bool> CopySharedMemoryParameters(const json& parameters, const std::string& where,
+                                        inference::ModelInferRequest::InferInputTensor* tensor) {
+  if (!parameters.contains("shared_memory_region")) return false;
+  if (parameters.contains("binary_data_size")) {
+    return InvalidArgument(where + " sets both shared_memory_region and binary_data_size; use one");
   }
-  return Status::Ok();
+  for (const char* key : kSharedMemoryKeys) {
+    if (auto it = parameters.find(key); it != parameters.end()) {
+      LTSERVE_ASSIGN_OR_RETURN((*tensor->mutable_parameters())[key], ToParameter(*it, key));
+    }
+  }
+  return true;
 }
 
 Result<bool> BoolParameter(const json& parameters, const char* key, const std::string& where) {
@@ -215,7 +226,14 @@ Status ParseInput(const json& input, std::size_t position, std::string_view bina
     tensor->add_shape(d);
   }
   LTSERVE_ASSIGN_OR_RETURN(const json* parameters, ParametersOf(input, where));
-  LTSERVE_RETURN_IF_ERROR(RefuseSharedMemory(*parameters, where));
+  LTSERVE_ASSIGN_OR_RETURN(const bool in_shared_memory,
+                           CopySharedMemoryParameters(*parameters, where, tensor));
+  if (in_shared_memory) {
+    if (input.contains("data")) {
+      return InvalidArgument(where + " sets both shared_memory_region and 'data'; use one");
+    }
+    return Status::Ok();
+  }
   const auto size_it = parameters->find("binary_data_size");
   const bool has_binary = size_it != parameters->end();
   const auto data_it = input.find("data");
@@ -272,7 +290,6 @@ Status ParseOutput(const json& output, std::size_t position, HttpInferRequest* r
   auto* requested = request->message->add_outputs();
   requested->set_name(name);
   LTSERVE_ASSIGN_OR_RETURN(const json* parameters, ParametersOf(output, where));
-  LTSERVE_RETURN_IF_ERROR(RefuseSharedMemory(*parameters, where));
   for (const auto& [key, value] : parameters->items()) {
     if (key == "binary_data") {
       LTSERVE_ASSIGN_OR_RETURN(request->binary_outputs[name],
@@ -585,6 +602,22 @@ Result<HttpInferResponse> WriteInferResponse(const inference::ModelInferResponse
     output["datatype"] = tensor.datatype();
     output["shape"] = ordered_json::array();
     for (std::int64_t dim : tensor.shape()) output["shape"].push_back(dim);
+    if (tensor.parameters().count("shared_memory_region") != 0) {
+      // Written into the client's region: Triton answers where, not the data.
+      ordered_json parameters = ordered_json::object();
+      for (const char* key : kSharedMemoryKeys) {
+        if (auto it = tensor.parameters().find(key); it != tensor.parameters().end()) {
+          if (it->second.has_string_param()) {
+            parameters[key] = it->second.string_param();
+          } else {
+            parameters[key] = it->second.uint64_param();
+          }
+        }
+      }
+      output["parameters"] = std::move(parameters);
+      outputs.push_back(std::move(output));
+      continue;
+    }
     const auto explicit_kind = request.binary_outputs.find(tensor.name());
     const bool as_binary = explicit_kind != request.binary_outputs.end() ? explicit_kind->second
                                                                          : request.binary_by_default;

@@ -179,7 +179,7 @@ TEST(RequestDecoder, RawByteCountMismatch) {
 TEST(RequestDecoder, RawContentsCountMismatch) {
   auto request = ValidRequest(2, 1);
   request.mutable_raw_input_contents()->RemoveLast();
-  ExpectInvalid(request, "one entry per input");
+  ExpectInvalid(request, "one entry per such input");
 }
 
 TEST(RequestDecoder, RawAndTypedMixed) {
@@ -397,6 +397,40 @@ TEST(RequestDecoder, ModelWithoutBatchDimensionTakesTheExactShape) {
   EXPECT_EQ((*decoded)->request->batch_size, 1);
   x->add_shape(1);
   EXPECT_FALSE(DecodeInferRequest(request, spec).ok());
+}
+
+// Input "a" named in a region; only "b" stays in raw_input_contents.
+inference::ModelInferRequest RequestWithAInRegion(const std::string& region) {
+  inference::ModelInferRequest request = ValidRequest(1, 1);
+  auto& params = *request.mutable_inputs(1)->mutable_parameters();
+  params["shared_memory_region"].set_string_param(region);
+  params["shared_memory_byte_size"].set_int64_param(12);
+  request.mutable_raw_input_contents()->RemoveLast();
+  return request;
+}
+
+TEST(RequestDecoder, SharedMemoryWithoutARegistryIsRefused) {
+  ExpectInvalid(RequestWithAInRegion("r"), "shared memory is not available on this endpoint");
+}
+
+TEST(RequestDecoder, RawContentsCountOnlyInputsOutsideSharedMemory) {
+  inference::ModelInferRequest request = RequestWithAInRegion("r");
+  request.add_raw_input_contents(std::string(12, '\0'));  // one entry too many
+  ExpectInvalid(request, "request has 1 inputs not in shared memory but 2 raw_input_contents");
+}
+
+TEST(RequestDecoder, UnknownRegionIsRefusedWithItsName) {
+  SharedMemoryRegistry registry;
+  auto decoded = DecodeInferRequest(RequestWithAInRegion("r"), TwoInputSpec(), &registry);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().message(),
+            "input 'a' names shared memory region 'r', which is not registered");
+}
+
+TEST(RequestDecoder, RegionWithoutByteSizeIsRefused) {
+  inference::ModelInferRequest request = RequestWithAInRegion("r");
+  request.mutable_inputs(1)->mutable_parameters()->erase("shared_memory_byte_size");
+  ExpectInvalid(request, "without parameter 'shared_memory_byte_size'");
 }
 
 }  // namespace

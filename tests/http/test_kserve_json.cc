@@ -130,9 +130,25 @@ TEST(KServeJsonTest, RefusesMalformedRequests) {
   ExpectRefused(R"({"id":5,"inputs":[]})", "'id' must be a string");
   ExpectRefused(R"({"parameters":{"priority":[1]},"inputs":[]})", "parameter 'priority' must be a bool, number or string");
   ExpectRefused(R"({"parameters":{"binary_data_output":1},"inputs":[]})", "'binary_data_output' must be true or false");
-  ExpectRefused(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"parameters":{"shared_memory_region":"r"}}]})",
-                "does not support the shared-memory extension");
+  ExpectRefused(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],"parameters":{"shared_memory_region":"r"}}]})",
+                "sets both shared_memory_region and 'data'");
+  ExpectRefused(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"parameters":{"shared_memory_region":"r","binary_data_size":4}}]})",
+                "sets both shared_memory_region and binary_data_size");
   ExpectRefused("", "no JSON header: the body is empty");
+}
+
+TEST(KServeJsonTest, InputInSharedMemoryCarriesItsParametersAndNoContents) {
+  const std::string body =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"parameters":)"
+      R"({"shared_memory_region":"r","shared_memory_byte_size":8,"shared_memory_offset":16}},)"
+      R"({"name":"y","datatype":"FP32","shape":[1],"data":[1]}]})";
+  auto parsed = ParseInferRequest(body, std::nullopt, "m", "", body.size());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const auto& shm = parsed->message->inputs(0).parameters();
+  EXPECT_EQ(shm.at("shared_memory_region").string_param(), "r");
+  EXPECT_EQ(shm.at("shared_memory_byte_size").uint64_param(), 8u);
+  EXPECT_EQ(shm.at("shared_memory_offset").uint64_param(), 16u);
+  EXPECT_EQ(parsed->message->raw_input_contents_size(), 1);  // only y's
 }
 
 TEST(KServeJsonTest, RefusesAJsonHeaderOverItsLimitBeforeParsingIt) {
