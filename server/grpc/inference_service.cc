@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string_view>
 
 #include "config/model_config.h"
-#include "grpc/classification.h"
+#include "grpc/infer_steps.h"
+#include "grpc/stream_reactor.h"
 #include "grpc/protobuf_log.h"
 #include "grpc/request_decoder.h"
 
@@ -25,12 +27,6 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const 
   auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
-}
-
-std::uint64_t NanosSince(std::chrono::steady_clock::time_point start) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count());
 }
 
 void FillStatistics(Model& model, inference::ModelStatistics* out) {
@@ -77,13 +73,13 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   void Start(std::unique_ptr<DecodedRequest> decoded,
              std::chrono::steady_clock::time_point deadline,
              std::chrono::steady_clock::time_point arrival) {
-    requested_outputs_ = std::move(decoded->requested_outputs);
-    class_counts_ = std::move(decoded->class_counts);
-    std::unique_ptr<InferenceRequest> request = std::move(decoded->request);
+    decoded_ = std::move(decoded);
+    std::unique_ptr<InferenceRequest> request = std::move(decoded_->request);
     request->arrival = arrival;
     request->deadline = deadline;
     // Converted typed contents must live as long as the scheduler holds the request.
-    request->keep_alive = std::make_shared<std::vector<std::string>>(std::move(decoded->converted));
+    request->keep_alive =
+        std::make_shared<std::vector<std::string>>(std::move(decoded_->converted));
     request->on_complete = [this](const Status& status, std::span<const OutputSlice> outputs) {
       Complete(status, outputs);
     };
@@ -126,78 +122,33 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       Finish(ToGrpcStatus(status));
       return;
     }
-    const ModelSpec& spec = model_->spec();
-    // Outputs asked for with `classification` are answered by their top k instead.
-    std::vector<std::optional<Classification>> classified(requested_outputs_.size());
-    std::size_t output_bytes = 0;
-    for (std::size_t r = 0; r < requested_outputs_.size(); ++r) {
-      const auto index = static_cast<std::size_t>(requested_outputs_[r]);
-      const OutputSlice& slice = outputs[index];
-      if (class_counts_[r] == 0) {
-        output_bytes += slice.bytes.size();
-        continue;
-      }
-      Result<Classification> top =
-          Classify(slice.bytes, spec.outputs[index].dtype, slice.shape, spec.max_batch_size > 0,
-                   class_counts_[r], spec.outputs[index].name, model_->output_labels(index));
-      if (!top.ok()) {
-        Finish(ToGrpcStatus(top.status()));
-        return;
-      }
-      output_bytes += top->bytes.size();
-      classified[r] = std::move(top).value();
-    }
-    if (output_bytes > max_response_bytes_) {
-      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "the response would carry " + std::to_string(output_bytes) +
-                              " bytes of outputs, more than the server's limit of " +
-                              std::to_string(max_response_bytes_) +
-                              " (--grpc-max-send-bytes); send a smaller batch"));
+    Result<inference::ModelInferResponse> response =
+        BuildInferResponse(*model_, request_->id(), *decoded_, outputs, max_response_bytes_);
+    if (!response.ok()) {
+      Finish(ToGrpcStatus(response.status()));
       return;
-    }
-    inference::ModelInferResponse response;
-    response.set_model_name(spec.name);
-    response.set_model_version(model_->version_string());
-    response.set_id(request_->id());
-    for (std::size_t r = 0; r < requested_outputs_.size(); ++r) {
-      const auto index = static_cast<std::size_t>(requested_outputs_[r]);
-      const OutputSlice& slice = outputs[index];
-      auto* tensor = response.add_outputs();
-      tensor->set_name(spec.outputs[index].name);
-      if (classified[r].has_value()) {
-        tensor->set_datatype("BYTES");
-        for (std::int64_t dim : classified[r]->shape) tensor->add_shape(dim);
-        response.add_raw_output_contents(std::move(classified[r]->bytes));
-        continue;
-      }
-      tensor->set_datatype(std::string(WireName(spec.outputs[index].dtype)));
-      for (std::int64_t dim : slice.shape) tensor->add_shape(dim);
-      // From the executor's buffer into the response; serializing copies once more, as gRPC's
-      // own serialization of a typed response would.
-      response.add_raw_output_contents(reinterpret_cast<const char*>(slice.bytes.data()),
-                                       slice.bytes.size());
     }
     bool own_buffer = false;
     Finish(grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
-        response, response_bytes_, &own_buffer));
+        *response, response_bytes_, &own_buffer));
   }
 
   const std::shared_ptr<Model> model_;
   const std::unique_ptr<inference::ModelInferRequest> request_;
   grpc::ByteBuffer* const response_bytes_;
   const std::size_t max_response_bytes_;
-  std::vector<int> requested_outputs_;
-  std::vector<std::uint32_t> class_counts_;  // parallel to requested_outputs_; 0: the tensor
+  std::unique_ptr<DecodedRequest> decoded_;  // its outputs and classification counts
   std::atomic<std::uint64_t> request_id_{0};
   std::atomic<bool> cancelled_{false};
   std::mutex start_mutex_;
 };
 
+constexpr const char* kUnauthenticated =
+    "this server requires the metadata 'authorization: Bearer <token>' with its token";
+
 grpc::ServerUnaryReactor* FinishUnauthenticated(grpc::CallbackServerContext* context) {
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                               "this server requires the metadata 'authorization: Bearer <token>' "
-                               "with its token"));
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnauthenticated));
   return reactor;
 }
 
@@ -354,6 +305,7 @@ Status InferenceService::ServeServerMetadata(const inference::ServerMetadataRequ
   response->add_extensions("schedule_policy");
   response->add_extensions("classification");
   response->add_extensions("logging");
+  response->add_extensions("model_repository");
   return Status::Ok();
 }
 
@@ -365,7 +317,9 @@ Status InferenceService::ServeModelMetadata(const inference::ModelMetadataReques
   if (!found.ok()) return found.status();
   const ModelSpec& spec = (*found)->spec();
   response->set_name(spec.name);
-  response->add_versions((*found)->version_string());
+  for (const std::string& version : (*repository)->ReadyVersions(spec.name)) {
+    response->add_versions(version);
+  }
   response->set_platform("pytorch_libtorch");
   auto fill = [&](const TensorSpec& tensor, inference::ModelMetadataResponse::TensorMetadata* out) {
     out->set_name(tensor.name);
@@ -398,10 +352,17 @@ Status InferenceService::ServeModelStatistics(const inference::ModelStatisticsRe
   if (!request.name().empty()) {
     auto found = (*repository)->Find(request.name(), request.version());
     if (!found.ok()) return found.status();
-    FillStatistics(**found, response->add_model_stats());
-    return Status::Ok();
+    if (!request.version().empty()) {
+      FillStatistics(**found, response->add_model_stats());
+      return Status::Ok();
+    }
   }
-  for (const auto& model : (*repository)->Models()) FillStatistics(*model, response->add_model_stats());
+  // Every ready version, of every model or of the one named, as Triton answers.
+  for (const auto& model : (*repository)->Models()) {
+    if (request.name().empty() || model->spec().name == request.name()) {
+      FillStatistics(*model, response->add_model_stats());
+    }
+  }
   return Status::Ok();
 }
 
@@ -427,14 +388,135 @@ Status InferenceService::ServeRepositoryIndex(const inference::RepositoryIndexRe
   auto repository = Repository();
   if (!repository.ok()) return repository.status();
   for (const ModelState& state : (*repository)->States()) {
-    if (request.ready() && !state.ready) continue;
+    if (request.ready() && !state.ready()) continue;
     auto* model = response->add_models();
     model->set_name(state.name);
     model->set_version(state.version);
-    model->set_state(state.ready ? "READY" : "UNAVAILABLE");
+    if (state.state.has_value()) model->set_state(VersionStateName(*state.state));
     model->set_reason(state.reason);
   }
   return Status::Ok();
+}
+
+namespace {
+
+// The single repository, named or not; parameters other than the accepted one are refused
+// (the client would expect them to have an effect).
+template <typename Request>
+Status CheckControlRequest(const Request& request, const std::string& accepted_key,
+                           inference::ModelRepositoryParameter::ParameterChoiceCase accepted_type,
+                           const char* accepted_type_name) {
+  if (!request.repository_name().empty()) {
+    return InvalidArgument("repository_name '" + request.repository_name() +
+                           "': this server has a single model repository; leave "
+                           "repository_name empty");
+  }
+  for (const auto& [key, value] : request.parameters()) {
+    if (key != accepted_key) {
+      return InvalidArgument("parameter '" + key + "' is not supported; the only parameter is '" +
+                             accepted_key + "'" +
+                             (key.rfind("file:", 0) == 0
+                                  ? std::string(" (model files in the request are not supported)")
+                                  : std::string()));
+    }
+    if (value.parameter_choice_case() != accepted_type) {
+      return InvalidArgument("parameter '" + key + "' must be a " + accepted_type_name);
+    }
+  }
+  return Status::Ok();
+}
+
+// Finishes `reactor` from whatever thread the repository answers on.
+std::function<void(const Status&)> FinishEmptyResponse(grpc::ServerUnaryReactor* reactor,
+                                                       grpc::ByteBuffer* raw_response) {
+  return [reactor, raw_response](const Status& status) {
+    if (!status.ok()) {
+      reactor->Finish(ToGrpcStatus(status));
+      return;
+    }
+    // Both responses are empty messages; a default ByteBuffer would be no message at all.
+    const inference::RepositoryModelLoadResponse empty;
+    bool own_buffer = false;
+    reactor->Finish(grpc::SerializationTraits<inference::RepositoryModelLoadResponse>::Serialize(
+        empty, raw_response, &own_buffer));
+  };
+}
+
+}  // namespace
+
+template <typename Request>
+Result<ModelRepository*> InferenceService::StartControl(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& raw_request,
+    Request* request) {
+  last_call_arrival_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (!Authorized(context)) return Status(StatusCode::kUnauthenticated, kUnauthenticated);
+  LTSERVE_RETURN_IF_ERROR(ParseRequest(raw_request, request));
+  return Repository();
+}
+
+grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  inference::RepositoryModelLoadRequest request;
+  auto repository = StartControl(*context, *raw_request, &request);
+  if (!repository.ok()) return FinishNow(context, repository.status());
+  if (Status checked = CheckControlRequest(request, "config",
+                                           inference::ModelRepositoryParameter::kStringParam,
+                                           "string_param holding the ModelConfig as JSON");
+      !checked.ok()) {
+    return FinishNow(context, checked);
+  }
+  std::optional<inference::ModelConfig> config_override;
+  if (auto it = request.parameters().find("config"); it != request.parameters().end()) {
+    auto parsed = config::ParseModelConfigJson(it->second.string_param());
+    if (!parsed.ok()) return FinishNow(context, parsed.status());
+    config_override = std::move(parsed).value();
+  }
+  auto* reactor = context->DefaultReactor();
+  spdlog::info("RepositoryModelLoad '{}'{}", request.model_name(),
+               config_override.has_value() ? " with a config override" : "");
+  (*repository)->LoadAsync(request.model_name(), std::move(config_override),
+                           FinishEmptyResponse(reactor, raw_response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  inference::RepositoryModelUnloadRequest request;
+  auto repository = StartControl(*context, *raw_request, &request);
+  if (!repository.ok()) return FinishNow(context, repository.status());
+  if (Status checked = CheckControlRequest(request, "unload_dependents",
+                                           inference::ModelRepositoryParameter::kBoolParam,
+                                           "bool_param");
+      !checked.ok()) {
+    return FinishNow(context, checked);
+  }
+  auto* reactor = context->DefaultReactor();
+  spdlog::info("RepositoryModelUnload '{}'", request.model_name());
+  (*repository)->UnloadAsync(request.model_name(), FinishEmptyResponse(reactor, raw_response));
+  return reactor;
+}
+
+namespace {
+
+// A stream refused before it starts (no token): finished at once.
+class RefusedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InferenceService::ModelStreamInfer(
+    grpc::CallbackServerContext* context) {
+  last_call_arrival_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (!Authorized(*context)) {
+    return new RefusedStream(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnauthenticated));
+  }
+  return new StreamInferReactor(lifecycle_, options_.max_response_bytes, SteadyDeadline(*context),
+                                &last_call_arrival_);
 }
 
 namespace {
@@ -561,27 +643,11 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   if (Status parsed = ParseRequest(*raw_request, message.get()); !parsed.ok()) {
     return FinishNow(context, parsed);
   }
-  const inference::ModelInferRequest* request = message.get();
-  auto repository = Repository();
-  if (!repository.ok()) return FinishNow(context, repository.status());
-  auto found = (*repository)->Find(request->model_name(), request->model_version());
-  if (!found.ok()) return FinishNow(context, found.status());
-  std::shared_ptr<Model> model = std::move(found).value();
-  if (lifecycle_->shutting_down.load()) {
-    model->stats().RecordFailure(FailureReason::kUnavailable, NanosSince(arrival));
-    return FinishNow(context, Unavailable("server is shutting down; retry on another replica"));
-  }
-  auto decoded = DecodeInferRequest(*request, model->spec());
-  if (!decoded.ok()) {
-    model->stats().RecordFailure(FailureReason::kInvalidInput, NanosSince(arrival));
-    spdlog::debug("ModelInfer '{}' rejected: {}", request->model_name(), decoded.status().message());
-    return FinishNow(context, decoded.status());
-  }
-  spdlog::debug("ModelInfer '{}' id '{}': batch {}", request->model_name(), request->id(),
-                (*decoded)->request->batch_size);
-  auto* reactor =
-      new InferReactor(model, std::move(message), raw_response, options_.max_response_bytes);
-  reactor->Start(std::move(decoded).value(), SteadyDeadline(*context), arrival);
+  auto prepared = PrepareInfer(*lifecycle_, *message, arrival);
+  if (!prepared.ok()) return FinishNow(context, prepared.status());
+  auto* reactor = new InferReactor(std::move(prepared->model), std::move(message), raw_response,
+                                   options_.max_response_bytes);
+  reactor->Start(std::move(prepared->decoded), SteadyDeadline(*context), arrival);
   return reactor;
 }
 

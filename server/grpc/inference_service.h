@@ -1,12 +1,14 @@
-// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig, ModelStatistics,
-// RepositoryIndex and LogSettings) on gRPC's callback API: no thread per request. ModelInfer
-// decodes and validates on the gRPC thread, hands the request to the model's scheduler (which
-// never blocks), and the scheduler's completion callback writes the response and finishes the
-// call from a scheduler thread.
+// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig, ModelStatistics, model
+// repository control, streaming and LogSettings) on gRPC's callback API: no thread per request.
+// ModelInfer decodes and validates on the gRPC thread, hands the request to the model's
+// scheduler (which never blocks), and the scheduler's completion callback writes the response
+// and finishes the call from a scheduler thread. ModelStreamInfer does the same per message of
+// its stream (stream_reactor.h); RepositoryModelLoad/Unload run on the repository's control
+// thread, so a long load holds no gRPC thread.
 //
-// Thread-safety: all methods are called concurrently by gRPC; shared state is the immutable
-// repository, the atomic lifecycle flags in ServerLifecycle, and spdlog's process-wide level,
-// which LogSettings reads and changes under one mutex.
+// Thread-safety: all methods are called concurrently by gRPC; shared state is the repository
+// (thread-safe), the atomic lifecycle flags in ServerLifecycle, and spdlog's process-wide
+// level, which LogSettings reads and changes under one mutex.
 #pragma once
 
 #include <atomic>
@@ -32,7 +34,11 @@ struct InferenceServiceOptions {
 
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
 // parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
-using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryIndex<
+using RawInferenceService =
+    inference::GRPCInferenceService::WithRawCallbackMethod_ModelStreamInfer<
+    inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryModelLoad<
+    inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryModelUnload<
+    inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryIndex<
     inference::GRPCInferenceService::WithRawCallbackMethod_LogSettings<
     inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
     inference::GRPCInferenceService::WithRawCallbackMethod_ServerReady<
@@ -42,7 +48,7 @@ using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMeth
                     inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
                         inference::GRPCInferenceService::WithRawCallbackMethod_ModelStatistics<
                             inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                                inference::GRPCInferenceService::Service>>>>>>>>>>;
+                                inference::GRPCInferenceService::Service>>>>>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -82,6 +88,15 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  // Answered from the repository's control thread once the load or unload is done.
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* context,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(
+      grpc::CallbackServerContext* context) override;
 
   // When the last call reached the service (the epoch when none has): shutdown waits for
   // clients to stop sending before it closes their connections.
@@ -118,6 +133,10 @@ class InferenceService final : public RawInferenceService {
                           inference::LogSettingsResponse* response);
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
+  // RepositoryModelLoad/Unload's common start: authorised, parsed, the repository loaded.
+  template <typename Request>
+  Result<ModelRepository*> StartControl(const grpc::CallbackServerContext& context,
+                                        const grpc::ByteBuffer& raw_request, Request* request);
 
   ServerLifecycle* const lifecycle_;
   const std::string version_;
