@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -124,6 +125,42 @@ def test_index_with_ready_lists_only_ready_versions(serve):
         everything = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest())
     assert [(m.name, m.version, m.state) for m in ready_only.models] == [("tiny_mlp", "1", "READY")]
     assert [m.name for m in everything.models] == ["demo_mlp", "tiny_mlp"]
+
+
+def http_status(server, path: str) -> int:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}{path}").status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_readiness_and_grpc_health_follow_a_failed_load_and_its_unload(serve):
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    server, client = serve(["tiny_mlp"], *explicit())
+    with grpc.insecure_channel(server.grpc_address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+
+        def serving():
+            return health.Check(health_pb2.HealthCheckRequest(service="")).status == \
+                health_pb2.HealthCheckResponse.SERVING
+
+        assert serving() and http_status(server, "/v2/health/ready") == 200
+        wrong_width = tiny_config_json(input=[{"name": "INPUT__0", "data_type": "TYPE_FP32",
+                                               "dims": [3]}])
+        with pytest.raises(InferenceServerException):
+            client.load_model("tiny_mlp", config=wrong_width)
+        # Strict readiness: a model asked to load did not.
+        assert not client.is_server_ready() and not serving()
+        assert http_status(server, "/v2/health/ready") == 503
+        assert http_status(server, "/v2/models/tiny_mlp/ready") == 503
+        client.load_model("tiny_mlp")
+        assert client.is_server_ready() and serving()
+        assert http_status(server, "/v2/models/tiny_mlp/ready") == 200
+        client.unload_model("tiny_mlp")
+        assert client.is_server_ready() and serving()  # an unloaded model no longer counts
+        assert http_status(server, "/v2/models/tiny_mlp/ready") == 503
 
 
 def test_load_of_a_model_the_repository_lacks_is_not_found(serve):
