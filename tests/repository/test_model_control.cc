@@ -147,6 +147,27 @@ TEST_F(ModelControlTest, LoadMakesAVersionReadyAndUnloadMakesItUnavailable) {
   EXPECT_EQ(repository->Unload("missing").code(), StatusCode::kNotFound);
 }
 
+TEST_F(ModelControlTest, TheIndexShowsLoadingWhileAVersionLoads) {
+  std::atomic<ModelRepository*> observed{nullptr};
+  std::vector<std::string> seen;  // tiny_mlp version 1's state at each change
+  RepositoryOptions options;
+  options.repository = root_;
+  options.allow_gpu = false;
+  options.control_mode = ModelControlMode::kExplicit;
+  options.on_change = [&] {
+    ModelRepository* repository = observed.load();
+    if (repository == nullptr) return;
+    std::optional<ModelState> row = Row(*repository, "tiny_mlp", "1");
+    seen.push_back(row.has_value() && row->state.has_value() ? VersionStateName(*row->state)
+                                                             : "");
+  };
+  auto repository = ModelRepository::Create(options, nullptr);
+  ASSERT_TRUE(repository.ok()) << repository.status().ToString();
+  observed.store(repository->get());
+  ASSERT_TRUE((*repository)->Load("tiny_mlp", nullptr).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"LOADING", "READY"}));
+}
+
 TEST_F(ModelControlTest, NoneAndPollModesRefuseLoadAndUnloadWithTritonsMessage) {
   for (ModelControlMode mode : {ModelControlMode::kNone, ModelControlMode::kPoll}) {
     auto repository = Open(mode);
