@@ -306,6 +306,7 @@ Status InferenceService::ServeServerMetadata(const inference::ServerMetadataRequ
   response->add_extensions("classification");
   response->add_extensions("logging");
   response->add_extensions("model_repository");
+  response->add_extensions("model_repository(unload_dependents)");
   return Status::Ok();
 }
 
