@@ -157,14 +157,13 @@ void StreamInferReactor::Answer(const std::shared_ptr<Slot>& slot, const Status&
   std::unique_ptr<DecodedRequest> decoded;
   {
     std::lock_guard lock(mutex_);
-    if (from_scheduler) --in_scheduler_;
     slot->response = std::move(bytes);
     slot->answered = true;
     model = std::move(slot->model);
     message = std::move(slot->message);
     decoded = std::move(slot->decoded);
   }
-  Pump();
+  Pump(/*completed=*/from_scheduler);
 }
 
 void StreamInferReactor::OnWriteDone(bool ok) {
@@ -191,11 +190,14 @@ void StreamInferReactor::OnCancel() {
   for (const auto& [model, id] : queued) model->scheduler().Cancel(id);
 }
 
-void StreamInferReactor::Pump() {
+void StreamInferReactor::Pump(bool completed) {
   grpc::Status finish;
   bool finishing = false;
   {
     std::lock_guard lock(mutex_);
+    // Counted down under the lock that decides to finish: once it reaches 0 another thread may
+    // finish the call and gRPC delete this reactor, so a completion touches nothing after.
+    if (completed) --in_scheduler_;
     if (finished_ || writing_) return;
     if (cancelled_) {
       // Answered slots are dropped unwritten; the call ends when the scheduler is done with it.

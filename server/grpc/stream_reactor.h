@@ -46,8 +46,9 @@ class StreamInferReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   void Answer(const std::shared_ptr<Slot>& slot, const Status& status, grpc::ByteBuffer bytes,
               bool from_scheduler);
   // Starts the next write if the oldest unanswered request has its response, or finishes the
-  // call once nothing is left.
-  void Pump();
+  // call once nothing is left. `completed`: called for a scheduler completion, counted here.
+  // The last thing a caller does with the reactor.
+  void Pump(bool completed = false);
 
   const ServerLifecycle* const lifecycle_;
   const std::size_t max_response_bytes_;
