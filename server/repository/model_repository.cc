@@ -153,7 +153,6 @@ const char* VersionStateName(VersionState state) {
   switch (state) {
     case VersionState::kLoading: return "LOADING";
     case VersionState::kReady: return "READY";
-    case VersionState::kUnloading: return "UNLOADING";
     case VersionState::kUnavailable: return "UNAVAILABLE";
   }
   return "UNAVAILABLE";

@@ -81,7 +81,7 @@ class Model {
 };
 
 // Triton's names, as RepositoryIndex reports them.
-enum class VersionState { kLoading, kReady, kUnloading, kUnavailable };
+enum class VersionState { kLoading, kReady, kUnavailable };
 const char* VersionStateName(VersionState state);
 
 // One row of the repository index: a version of a model, or a model without a version (its
