@@ -18,6 +18,7 @@ int HttpStatusOf(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return 200;
     case StatusCode::kNotFound: return 404;
+    case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kUnavailable: return 503;
     case StatusCode::kInternal: return 500;
     case StatusCode::kUnimplemented: return 501;
