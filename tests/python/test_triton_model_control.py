@@ -3,6 +3,7 @@ none|explicit|poll, RepositoryIndex/ModelLoad/ModelUnload, a config override in 
 request, version_policy with versions side by side, and reloads and unloads under load."""
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -196,6 +197,92 @@ def test_a_bad_config_override_is_invalid_argument_and_the_model_keeps_serving(
     assert refused.value.status() == "StatusCode.INVALID_ARGUMENT"
     assert expected in refused.value.message()
     assert client.is_model_ready("tiny_mlp")
+
+
+# --- the same control over HTTP (tritonclient.http) ---------------------------------------------
+
+def http_client(server):
+    import tritonclient.http as httpclient
+    return httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}")
+
+
+def post_control(server, path: str, body: bytes) -> tuple[int, str]:
+    """A raw POST; (status, the error message or the body)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{server.http_port}{path}", data=body,
+                                     method="POST")
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())["error"]
+
+
+def test_http_load_and_unload_change_what_both_protocols_serve(serve):
+    import tritonclient.http as httpclient
+
+    server, grpc_client = serve(["tiny_mlp", "demo_mlp"], *explicit())
+    client = http_client(server)
+    assert not client.is_model_ready("tiny_mlp")
+    client.load_model("tiny_mlp")
+    assert client.is_model_ready("tiny_mlp") and grpc_client.is_model_ready("tiny_mlp")
+    assert index_rows(grpc_client)[("tiny_mlp", "1")] == ("READY", "")
+    assert client.infer("tiny_mlp", tiny_inputs(httpclient)).as_numpy("OUTPUT__0").shape == (1, 4)
+    client.unload_model("tiny_mlp", unload_dependents=True)
+    assert not client.is_model_ready("tiny_mlp") and not grpc_client.is_model_ready("tiny_mlp")
+    assert index_rows(grpc_client)[("tiny_mlp", "1")] == ("UNAVAILABLE", "unloaded")
+    with pytest.raises(InferenceServerException) as unloaded:
+        client.infer("tiny_mlp", tiny_inputs(httpclient))
+    assert unloaded.value.status() == "503" and "unloaded" in unloaded.value.message()
+
+
+def test_http_load_answers_an_empty_200_once_the_model_serves(serve):
+    server, grpc_client = serve(["tiny_mlp"], *explicit())
+    assert post_control(server, "/v2/repository/models/tiny_mlp/load", b"") == (200, "")
+    assert grpc_client.is_model_ready("tiny_mlp")  # no wait: the load was over
+    assert post_control(server, "/v2/repository/models/tiny_mlp/unload", b"{}") == (200, "")
+    assert not grpc_client.is_model_ready("tiny_mlp")
+
+
+def test_http_load_with_a_config_override_uses_it(serve):
+    server, _ = serve(["tiny_mlp"], *explicit("tiny_mlp"))
+    client = http_client(server)
+    client.load_model("tiny_mlp", config=tiny_config_json(max_batch_size=2))
+    assert client.get_model_config("tiny_mlp")["max_batch_size"] == 2
+    client.load_model("tiny_mlp")
+    assert client.get_model_config("tiny_mlp")["max_batch_size"] == 256
+
+
+def test_http_load_of_a_model_the_repository_lacks_is_404(serve):
+    server, _ = serve(["tiny_mlp"], *explicit())
+    with pytest.raises(InferenceServerException) as missing:
+        http_client(server).load_model("no_such_model")
+    assert missing.value.status() == "404" and "no_such_model" in missing.value.message()
+
+
+def test_http_load_with_a_bad_config_is_400_and_the_model_keeps_serving(serve):
+    server, grpc_client = serve(["tiny_mlp"], *explicit("tiny_mlp"))
+    with pytest.raises(InferenceServerException) as refused:
+        http_client(server).load_model("tiny_mlp", config="{not json")
+    assert refused.value.status() == "400"
+    assert "is not a ModelConfig in JSON" in refused.value.message()
+    assert grpc_client.is_model_ready("tiny_mlp")
+
+
+@pytest.mark.parametrize("action, body, expected", [
+    ("load", b"[1]", "must be an object"),
+    ("load", b'{"parameters": 3}', "'parameters' in the model load JSON must be an object"),
+    ("load", b'{"parameters": {"config": {"max_batch_size": 2}}}', "parameter 'config' must be"),
+    ("load", b'{"parameters": {"config": 7}}', "'config' must be a string_param"),
+    ("load", b'{"parameters": {"file:1/model.pt": "AAAA"}}', "model files in the request"),
+    ("load", b"{not json", "model load JSON"),
+    ("unload", b'{"parameters": {"unload_dependents": "yes"}}', "must be a bool_param"),
+    ("unload", b'{"parameters": {"config": "{}"}}', "the only parameter is 'unload_dependents'"),
+])
+def test_http_control_bodies_it_cannot_honour_are_400_naming_why(serve, action, body, expected):
+    server, grpc_client = serve(["tiny_mlp"], *explicit("tiny_mlp"))
+    status, message = post_control(server, f"/v2/repository/models/tiny_mlp/{action}", body)
+    assert status == 400 and expected in message, message
+    assert grpc_client.is_model_ready("tiny_mlp")  # refused before anything changed
 
 
 def test_a_failed_reload_keeps_the_old_version_serving(serve):
