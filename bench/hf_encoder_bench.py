@@ -18,8 +18,10 @@ the same thread count as the server's ATen pool (every core).
 - seq 128 at batch 1, 8, 32, 128; mixed lengths uniform in 16..512 at batch 8, 32 and 128:
   libtorch and eager run the batch padded to its longest row, ltserve only its real tokens;
   the table reports real tokens per second.
-- Served: concurrent Python clients over loopback gRPC (2 instances), each request one
-  sequence of 16..512 ids; real tokens/s against the executor's own at the best mixed batch.
+- Served: ltserve-bench (C++, BUILD_DIR/client/bench) over loopback gRPC at several
+  concurrencies, each request one sequence of 16..512 ids from a pool (--value-range keeps the
+  ids in the vocabulary and the mask at ones), 2 instances; real tokens/s against the
+  executor's own at the best mixed batch. Then the same with concurrent Python clients.
 - Floor: max(FLOPs / 790 TFLOP/s, weight bytes / 4.3 TB/s), the H200's measured peaks.
 """
 from __future__ import annotations
@@ -193,6 +195,22 @@ class Served:
         ns1, n1, _ = self.compute()
         return sum(tokens) / elapsed, n1 - n0, (n1 - n0) / elapsed
 
+    def bench(self, build_dir, out_dir):
+        """ltserve-bench levels: (concurrency, real tokens/s, p50 µs, mean server batch)."""
+        import json
+        import subprocess
+        binary = build_dir / "client" / "bench" / "ltserve-bench"
+        report = out_dir / "hf_served.json"
+        subprocess.run([str(binary), "-u", self.server.grpc_address, "-m", "bert",
+                        "--concurrency", os.environ.get("BENCH_CONCURRENCY", "16,64,256"),
+                        "--sequence-lengths", "16:512", "--value-range", f"input_ids=1000:{VOCAB - 1}",
+                        "--value-range", "attention_mask=1:1", "--seed", "1", "--warmup-ms", "1000",
+                        "--window-ms", "2000", "--max-windows", "4", "-q", "--json", str(report)],
+                       check=True)
+        levels = json.loads(report.read_text())["levels"]
+        return [(int(l["level"]), l["tokens_per_s"], l["latency_us"]["p50"],
+                 l["server_us"]["avg_batch"], l["errors"]) for l in levels]
+
     def close(self):
         self.channel.close()
         self.server.terminate()
@@ -275,8 +293,15 @@ def main(argv):
         print(f"| {batch} | {real} | {ids.numel()} | {real / t_plan * 1e6:,.0f} | "
               f"{real / t_traced * 1e6:,.0f} | {real / t_eager * 1e6:,.0f} | "
               f"{t_traced / t_plan:.2f} |", flush=True)
+    print("\n## Served by ltserve-bench: one sequence of 16..512 ids per request, 2 instances\n")
+    print("| concurrency | served real tok/s | executor alone, best mixed batch above | "
+          "served / executor | p50 µs | mean batch (requests) | errors |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for level, tokens, p50, batch_size, errors in served.bench(build_dir, out_dir):
+        print(f"| {level} | {tokens:,.0f} | {best_plan:,.0f} | {tokens / best_plan:.2f} | "
+              f"{p50:.0f} | {batch_size:.1f} | {errors} |", flush=True)
     tokens_served, batches, batch_rate = served.served(rng)
-    print(f"\n## Served: {SERVED_CONCURRENCY} concurrent clients, one sequence of 16..512 ids per "
+    print(f"\n## Served by Python: {SERVED_CONCURRENCY} concurrent clients, one sequence of 16..512 ids per "
           f"request, 2 instances, {SERVED_SECONDS:.0f} s\n")
     print("| served real tok/s | executor alone, best mixed batch above | served / executor | "
           "batches | batches/s |")

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   std::vector<int> concurrency;
   std::vector<double> rates;
   int batch = 1;
-  std::vector<std::string> input_files, shapes;
+  std::vector<std::string> input_files, shapes, value_range_flags;
   std::int64_t warmup_ms = 1000, window_ms = 2000;
   int max_windows = 10, stable_windows = 3;
   double stability_pct = 5;
@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
   app.add_option("-b,--batch", batch, "samples per request")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--input-file", input_files, "raw input file: PATH for a one-input model, else INPUT=PATH");
   app.add_option("--shape", shapes, "INPUT:d1,d2 for variable dimensions (without batch)");
+  app.add_option("--value-range", value_range_flags,
+                 "INPUT=MIN:MAX: random integers of INPUT uniform in [MIN, MAX] (token ids in the "
+                 "vocabulary, a mask of ones: attention_mask=1:1)");
   auto* lengths_flag = app.add_option(
       "--sequence-lengths", sequence_lengths,
       "MIN:MAX: each request's sequence length (input 0's variable dimension) uniform in [MIN, MAX]; "
@@ -99,11 +102,14 @@ int main(int argc, char** argv) {
   if (!max_batch.ok()) return Fail(max_batch.status());
   auto shape_map = ParseShapeFlags(shapes);
   if (!shape_map.ok()) return Fail(shape_map.status());
+  auto value_ranges = ParseValueRangeFlags(value_range_flags);
+  if (!value_ranges.ok()) return Fail(value_ranges.status());
   std::mt19937_64 rng(seed_flag->count() > 0 ? seed : std::random_device{}());
   std::vector<PooledRequest> pool;
   if (sequence_lengths.empty()) {
     auto specs = ResolveInputs(*metadata, *max_batch, batch, *shape_map);
     if (!specs.ok()) return Fail(specs.status());
+    if (ltserve::Status ranged = ApplyValueRanges(*value_ranges, &*specs); !ranged.ok()) return Fail(ranged);
     auto files = ParseInputFileFlags(input_files, *specs);
     if (!files.ok()) return Fail(files.status());
     auto request = BuildRequest(model, *specs, *files, rng);
@@ -119,7 +125,8 @@ int main(int argc, char** argv) {
     if (!specs.ok()) return Fail(specs.status());
     auto files = ParseInputFileFlags(input_files, *specs);
     if (!files.ok()) return Fail(files.status());
-    auto built = BuildLengthPool(*metadata, *max_batch, batch, *shape_map, *files, *range, pool_size, rng);
+    auto built = BuildLengthPool(*metadata, *max_batch, batch, *shape_map, *files, *range, pool_size, rng,
+                                 *value_ranges);
     if (!built.ok()) return Fail(built.status());
     pool = std::move(*built);
     if (!quiet) {

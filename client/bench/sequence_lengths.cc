@@ -1,5 +1,6 @@
 #include "sequence_lengths.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace ltserve::client {
@@ -73,6 +74,19 @@ Result<std::vector<InputSpec>> ResolveWithLength(
   dims[dim] = length;
   auto overrides = shape_overrides;
   overrides[input.name()] = std::move(dims);
+  // The other inputs of a token model (a mask, token types) share input 0's sequence: those
+  // with the same dims as input 0, variable at the same place, take the length too.
+  for (int i = 1; i < metadata.inputs_size(); ++i) {
+    const auto& other = metadata.inputs(i);
+    if (overrides.count(other.name()) != 0 || other.shape_size() != input.shape_size()) continue;
+    std::vector<std::int64_t> other_dims(other.shape().begin() + (max_batch_size > 0 ? 1 : 0),
+                                         other.shape().end());
+    if (other_dims[dim] != -1) continue;
+    const auto variable = std::count(other_dims.begin(), other_dims.end(), std::int64_t{-1});
+    if (variable != 1) continue;
+    other_dims[dim] = length;
+    overrides[other.name()] = std::move(other_dims);
+  }
   return ResolveInputs(metadata, max_batch_size, batch, overrides);
 }
 
@@ -80,7 +94,7 @@ Result<std::vector<PooledRequest>> BuildLengthPool(
     const inference::ModelMetadataResponse& metadata, int max_batch_size, int batch,
     const std::map<std::string, std::vector<std::int64_t>>& shape_overrides,
     const std::map<std::string, std::string>& files, const LengthRange& range, std::size_t count,
-    std::mt19937_64& rng) {
+    std::mt19937_64& rng, const std::map<std::string, ValueRange>& value_ranges) {
   if (count == 0) return InvalidArgument("the request pool needs at least one request");
   LTSERVE_ASSIGN_OR_RETURN(const std::size_t dim, SequenceDim(metadata, max_batch_size));
   if (files.count(metadata.inputs(0).name()) != 0) {
@@ -91,8 +105,9 @@ Result<std::vector<PooledRequest>> BuildLengthPool(
   std::vector<PooledRequest> pool;
   pool.reserve(count);
   for (const std::int64_t length : lengths) {
-    LTSERVE_ASSIGN_OR_RETURN(const auto specs,
+    LTSERVE_ASSIGN_OR_RETURN(auto specs,
                              ResolveWithLength(metadata, max_batch_size, batch, shape_overrides, dim, length));
+    LTSERVE_RETURN_IF_ERROR(ApplyValueRanges(value_ranges, &specs));
     LTSERVE_ASSIGN_OR_RETURN(InferRequest request, BuildRequest(metadata.name(), specs, files, rng));
     pool.push_back({std::make_shared<const InferRequest>(std::move(request)), length * batch});
   }

@@ -36,7 +36,9 @@ std::vector<std::int64_t> DrawLengths(const LengthRange& range, std::size_t coun
 Result<std::size_t> SequenceDim(const inference::ModelMetadataResponse& metadata, int max_batch_size);
 
 // The inputs of a request of `batch` samples whose input 0 has `length` at its sequence
-// dimension `dim` (from SequenceDim); the other inputs as ResolveInputs makes them.
+// dimension `dim` (from SequenceDim); so do the other inputs with input 0's dims (a token
+// model's mask and token types, [-1] where input 0 is [-1]) unless shape_overrides names them;
+// the rest as ResolveInputs makes them.
 Result<std::vector<InputSpec>> ResolveWithLength(
     const inference::ModelMetadataResponse& metadata, int max_batch_size, int batch,
     const std::map<std::string, std::vector<std::int64_t>>& shape_overrides, std::size_t dim,
@@ -52,11 +54,12 @@ struct PooledRequest {
 // `count` requests of `batch` samples each, request i with input 0's sequence dimension set to
 // a length drawn from `range` (drawn first, then the random contents, all from `rng`). The
 // other inputs resolve as for a fixed-shape run (`shape_overrides`, `files`); input 0 takes
-// neither, since its shape varies.
+// neither, since its shape varies. `value_ranges` bounds random integer contents (token ids in
+// the vocabulary, a mask of ones).
 Result<std::vector<PooledRequest>> BuildLengthPool(
     const inference::ModelMetadataResponse& metadata, int max_batch_size, int batch,
     const std::map<std::string, std::vector<std::int64_t>>& shape_overrides,
     const std::map<std::string, std::string>& files, const LengthRange& range, std::size_t count,
-    std::mt19937_64& rng);
+    std::mt19937_64& rng, const std::map<std::string, ValueRange>& value_ranges = {});
 
 }  // namespace ltserve::client

@@ -1,5 +1,7 @@
 #include "model_inputs.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -94,11 +96,67 @@ Result<std::vector<InputSpec>> ResolveInputs(
   return specs;
 }
 
+namespace {
+
+bool IsIntegerOrBool(DataType type) {
+  switch (type) {
+    case DataType::kBool: case DataType::kInt8: case DataType::kInt16: case DataType::kInt32:
+    case DataType::kInt64: case DataType::kUint8: case DataType::kUint16: case DataType::kUint32:
+    case DataType::kUint64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The values a type holds, as int64 (uint64 above INT64_MAX is not offered).
+ValueRange Representable(DataType type) {
+  switch (type) {
+    case DataType::kBool: return {0, 1};
+    case DataType::kInt8: return {INT8_MIN, INT8_MAX};
+    case DataType::kInt16: return {INT16_MIN, INT16_MAX};
+    case DataType::kInt32: return {INT32_MIN, INT32_MAX};
+    case DataType::kUint8: return {0, UINT8_MAX};
+    case DataType::kUint16: return {0, UINT16_MAX};
+    case DataType::kUint32: return {0, UINT32_MAX};
+    case DataType::kUint64: return {0, INT64_MAX};
+    default: return {INT64_MIN, INT64_MAX};
+  }
+}
+
+}  // namespace
+
+Status ApplyValueRanges(const std::map<std::string, ValueRange>& ranges,
+                        std::vector<InputSpec>* specs) {
+  for (const auto& [name, range] : ranges) {
+    auto spec = std::find_if(specs->begin(), specs->end(),
+                             [&](const InputSpec& s) { return s.name == name; });
+    if (spec == specs->end()) {
+      return InvalidArgument("value range given for '" + name + "', which the model does not have");
+    }
+    if (!IsIntegerOrBool(spec->type)) {
+      return InvalidArgument("value range given for '" + name + "', which is " +
+                             std::string(WireName(spec->type)) + "; ranges are for integer and "
+                             "BOOL inputs");
+    }
+    const ValueRange holds = Representable(spec->type);
+    if (range.min > range.max || range.min < holds.min || range.max > holds.max) {
+      return InvalidArgument("value range " + std::to_string(range.min) + ":" +
+                             std::to_string(range.max) + " for '" + name + "' is empty or outside " +
+                             std::string(WireName(spec->type)) + "'s values");
+    }
+    spec->range = range;
+  }
+  return Status::Ok();
+}
+
 Result<std::string> RandomContents(const InputSpec& spec, std::mt19937_64& rng) {
   LTSERVE_ASSIGN_OR_RETURN(const std::int64_t n, ElementCount(spec.shape));
   std::uniform_real_distribution<double> real(-1.0, 1.0);
-  std::uniform_int_distribution<int> small(0, 99);
-  std::uniform_int_distribution<int> coin(0, 1);
+  std::uniform_int_distribution<std::int64_t> small(spec.range ? spec.range->min : 0,
+                                                    spec.range ? spec.range->max : 99);
+  std::uniform_int_distribution<std::int64_t> coin(spec.range ? spec.range->min : 0,
+                                                   spec.range ? spec.range->max : 1);
   switch (spec.type) {
     case DataType::kFp32: return Fill<float>(n, real, rng);
     case DataType::kFp64: return Fill<double>(n, real, rng);

@@ -48,4 +48,24 @@ Result<std::map<std::string, std::string>> ParseInputFileFlags(const std::vector
   return files;
 }
 
+Result<std::map<std::string, ValueRange>> ParseValueRangeFlags(const std::vector<std::string>& items) {
+  std::map<std::string, ValueRange> ranges;
+  const auto parse = [](std::string_view text, std::int64_t* value) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *value);
+    return error == std::errc() && end == text.data() + text.size() && !text.empty();
+  };
+  for (const std::string& item : items) {
+    const auto eq = item.rfind('=');
+    const auto colon = eq == std::string::npos ? std::string::npos : item.find(':', eq);
+    ValueRange range;
+    if (eq == std::string::npos || eq == 0 || colon == std::string::npos ||
+        !parse(std::string_view(item).substr(eq + 1, colon - eq - 1), &range.min) ||
+        !parse(std::string_view(item).substr(colon + 1), &range.max) || range.min > range.max) {
+      return InvalidArgument("--value-range '" + item + "': expected INPUT=MIN:MAX with MIN <= MAX");
+    }
+    ranges[item.substr(0, eq)] = range;
+  }
+  return ranges;
+}
+
 }  // namespace ltserve::client

@@ -18,4 +18,7 @@ Result<std::map<std::string, std::vector<std::int64_t>>> ParseShapeFlags(const s
 Result<std::map<std::string, std::string>> ParseInputFileFlags(const std::vector<std::string>& items,
                                                                const std::vector<InputSpec>& specs);
 
+// "--value-range INPUT=MIN:MAX" values -> input name -> range (integers, both included).
+Result<std::map<std::string, ValueRange>> ParseValueRangeFlags(const std::vector<std::string>& items);
+
 }  // namespace ltserve::client

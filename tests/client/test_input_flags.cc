@@ -30,5 +30,21 @@ TEST(ParseInputFileFlags, BarePathNeedsASingleInput) {
   EXPECT_EQ(ParseInputFileFlags({"x.bin"}, two).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ParseValueRangeFlags, NamesAndInclusiveBounds) {
+  auto ranges = ParseValueRangeFlags({"input_ids=1000:30521", "attention_mask=1:1", "t=-3:-1"});
+  ASSERT_TRUE(ranges.ok()) << ranges.status().ToString();
+  EXPECT_EQ(ranges->at("input_ids").min, 1000);
+  EXPECT_EQ(ranges->at("input_ids").max, 30521);
+  EXPECT_EQ(ranges->at("attention_mask").min, 1);
+  EXPECT_EQ(ranges->at("t").min, -3);
+}
+
+TEST(ParseValueRangeFlags, RefusesMalformedOrEmptyRanges) {
+  for (const char* bad : {"ids", "ids=", "ids=5", "=1:2", "ids=2:1", "ids=a:b", "ids=1:2x", "ids=:3"}) {
+    const auto ranges = ParseValueRangeFlags({bad});
+    EXPECT_EQ(ranges.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ltserve::client

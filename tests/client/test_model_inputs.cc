@@ -1,6 +1,8 @@
 // Shapes from model metadata, random and file contents, whole requests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -63,6 +65,33 @@ TEST(RandomContents, SizesAndRanges) {
   std::memcpy(values.data(), floats->data(), 4000);
   for (float v : values) ASSERT_TRUE(v >= -1.0f && v < 1.0f) << v;
   EXPECT_NE(values[0], values[1]);
+}
+
+TEST(RandomContents, AValueRangeBoundsIntegersBothEndsIncluded) {
+  std::mt19937_64 rng(3);
+  InputSpec ids{"input_ids", DataType::kInt64, {4, 256}, ValueRange{1000, 1003}};
+  auto bytes = RandomContents(ids, rng);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  std::vector<std::int64_t> values(4 * 256);
+  std::memcpy(values.data(), bytes->data(), bytes->size());
+  EXPECT_EQ(*std::min_element(values.begin(), values.end()), 1000);
+  EXPECT_EQ(*std::max_element(values.begin(), values.end()), 1003);
+  InputSpec mask{"attention_mask", DataType::kBool, {2, 9}, ValueRange{1, 1}};
+  auto ones = RandomContents(mask, rng);
+  ASSERT_TRUE(ones.ok());
+  EXPECT_EQ(*ones, std::string(18, '\1'));
+}
+
+TEST(ApplyValueRanges, RefusesUnknownFloatOrUnrepresentableInputs) {
+  std::vector<InputSpec> specs{{"ids", DataType::kInt32, {1, 4}}, {"x", DataType::kFp32, {1, 4}},
+                               {"small", DataType::kUint8, {1, 4}}};
+  EXPECT_TRUE(ApplyValueRanges({{"ids", {0, 29}}}, &specs).ok());
+  ASSERT_TRUE(specs[0].range.has_value());
+  EXPECT_EQ(specs[0].range->max, 29);
+  EXPECT_EQ(ApplyValueRanges({{"nope", {0, 1}}}, &specs).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyValueRanges({{"x", {0, 1}}}, &specs).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyValueRanges({{"small", {0, 256}}}, &specs).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyValueRanges({{"ids", {5, 4}}}, &specs).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(FileContents, WholeTensorOrOneSampleRepeated) {

@@ -2,6 +2,7 @@
 // request pool built from them (bench_test.cc covers counting and reporting their tokens).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "sequence_lengths.h"
@@ -22,6 +23,40 @@ inference::ModelMetadataResponse Encoder(std::initializer_list<std::int64_t> inp
   extra->set_datatype("INT32");
   for (auto d : {-1, -1}) extra->add_shape(d);
   return m;
+}
+
+// A Hugging Face encoder's request: ids and a mask, both [batch, seq] INT64.
+inference::ModelMetadataResponse TokenIdModel() {
+  inference::ModelMetadataResponse m;
+  m.set_name("bert");
+  for (const char* name : {"input_ids", "attention_mask"}) {
+    auto* input = m.add_inputs();
+    input->set_name(name);
+    input->set_datatype("INT64");
+    for (auto d : {-1, -1}) input->add_shape(d);
+  }
+  return m;
+}
+
+TEST(BuildLengthPool, ATokenIdModelsMaskTakesTheLengthAndTheRangesBoundTheContents) {
+  std::mt19937_64 rng(11);
+  const std::map<std::string, ValueRange> ranges{{"input_ids", {1000, 30521}},
+                                                 {"attention_mask", {1, 1}}};
+  auto pool = BuildLengthPool(TokenIdModel(), 8, 2, {}, {}, {16, 512}, 20, rng, ranges);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  for (const PooledRequest& pooled : *pool) {
+    const inference::ModelInferRequest& proto = pooled.request->proto();
+    ASSERT_EQ(proto.inputs_size(), 2);
+    const std::int64_t length = proto.inputs(0).shape(1);
+    EXPECT_EQ(pooled.tokens, 2 * length);
+    EXPECT_EQ(proto.inputs(1).shape(1), length) << "the mask shares the ids' sequence";
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(2 * length));
+    std::vector<std::int64_t> mask(ids.size());
+    std::memcpy(ids.data(), proto.raw_input_contents(0).data(), ids.size() * 8);
+    std::memcpy(mask.data(), proto.raw_input_contents(1).data(), mask.size() * 8);
+    for (std::int64_t id : ids) EXPECT_TRUE(id >= 1000 && id <= 30521) << id;
+    for (std::int64_t m : mask) EXPECT_EQ(m, 1);
+  }
 }
 
 TEST(ParseLengthRange, AcceptsMinColonMax) {
