@@ -206,6 +206,16 @@ def http_client(server):
     return httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}")
 
 
+@pytest.fixture(scope="module")
+def explicit_tiny_server(tmp_path_factory, demo_source):
+    """One explicit-mode server for the cases that change nothing (a server start each would
+    cost more than the cases)."""
+    server = start_server(make_repo(demo_source, tmp_path_factory.mktemp("explicit")),
+                          *explicit("tiny_mlp"))
+    yield server
+    assert server.terminate() == 0, server.log()[-4000:]
+
+
 def post_control(server, path: str, body: bytes) -> tuple[int, str]:
     """A raw POST; (status, the error message or the body)."""
     request = urllib.request.Request(f"http://127.0.0.1:{server.http_port}{path}", data=body,
@@ -278,11 +288,13 @@ def test_http_load_with_a_bad_config_is_400_and_the_model_keeps_serving(serve):
     ("unload", b'{"parameters": {"unload_dependents": "yes"}}', "must be a bool_param"),
     ("unload", b'{"parameters": {"config": "{}"}}', "the only parameter is 'unload_dependents'"),
 ])
-def test_http_control_bodies_it_cannot_honour_are_400_naming_why(serve, action, body, expected):
-    server, grpc_client = serve(["tiny_mlp"], *explicit("tiny_mlp"))
+def test_http_control_bodies_it_cannot_honour_are_400_naming_why(
+        explicit_tiny_server, action, body, expected):
+    server = explicit_tiny_server
     status, message = post_control(server, f"/v2/repository/models/tiny_mlp/{action}", body)
     assert status == 400 and expected in message, message
-    assert grpc_client.is_model_ready("tiny_mlp")  # refused before anything changed
+    # Refused before anything changed.
+    assert grpcclient.InferenceServerClient(server.grpc_address).is_model_ready("tiny_mlp")
 
 
 def test_a_failed_reload_keeps_the_old_version_serving(serve):
