@@ -93,6 +93,18 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
       python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_shared_memory.py -k cuda \
       > "$OUT/served_cuda_shm.log" 2>&1 || status=1
     tail -3 "$OUT/served_cuda_shm.log"
+    # Triton's server#5841 (GPU memory creeping over reloads): 100 load/unload cycles of a
+    # KIND_GPU model with ltserve_gpu_memory_used_bytes flat. It needs tritonclient, which the
+    # image lacks: carry its wheel (tritonclient, of the image's grpcio) in .whl/ with the others.
+    if python3 -c "import tritonclient.grpc" 2> /dev/null; then
+      echo "== GPU memory over 100 load/unload cycles"
+      LTSERVE_BUILD_DIR=$ROOT/build-device python3 -m pytest -q -p no:cacheprovider \
+        tests/python/test_triton_model_control.py -k gpu_memory > "$OUT/reload_memory.log" 2>&1 ||
+        status=1
+      tail -3 "$OUT/reload_memory.log"
+    else
+      echo "== GPU memory over reloads: skipped, tritonclient is not importable (no wheel in .whl/)"
+    fi
   fi
   if [[ $build_status == 0 && ${RUN_HF_BENCH:-1} == 1 ]]; then
     echo "== Hugging Face BERT-base benchmark (bench/hf_encoder_bench.py)"

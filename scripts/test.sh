@@ -18,11 +18,12 @@ if [[ -x $gpu_tests ]]; then
 fi
 # tritonclient registers its own copy of Triton's model_config.proto in protobuf's global
 # descriptor pool, and so do the stubs the other suites generate from proto/: one process cannot
-# import both, so the Triton-client suite runs in its own.
-.venv/bin/python -m pytest tests/python -ra -q --ignore=tests/python/test_triton_clients.py \
+# import both, so the Triton-client suites (test_triton_*.py, and the shared-memory suite, which
+# uses tritonclient's shared-memory utilities) run in a process of their own.
+.venv/bin/python -m pytest tests/python -ra -q --ignore-glob='tests/python/test_triton_*.py' \
   --ignore=tests/python/test_shared_memory.py || status=1
-.venv/bin/python -m pytest tests/python/test_triton_clients.py tests/python/test_shared_memory.py -ra -q \
-  || status=1
+.venv/bin/python -m pytest tests/python/test_triton_*.py tests/python/test_shared_memory.py -ra -q ||
+  status=1
 # The container images, built and checked for real (podman, or docker where its daemon runs).
 if [[ ${LTSERVE_CONTAINER_TEST:-1} == 0 ]]; then
   echo "SKIP: container images not built or checked (LTSERVE_CONTAINER_TEST=0)"

@@ -24,6 +24,7 @@ enum class StatusCode : int {
   kUnimplemented = 12,
   kInternal = 13,
   kUnavailable = 14,
+  kUnauthenticated = 16,
 };
 
 std::string_view StatusCodeName(StatusCode code);

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -83,6 +84,10 @@ struct Flags {
   // Triton's --http-max-input-size and its default.
   std::size_t http_max_input_size = 64 << 20;
   std::vector<double> latency_buckets_s;
+  // Triton's model control.
+  std::string model_control_mode = "none";
+  std::vector<std::string> load_models;
+  double repository_poll_secs = 15;
 };
 
 // The gRPC health service's two names: "" (the whole server) and the inference service.
@@ -345,6 +350,18 @@ int Run(const Flags& flags) {
   ltserve::RepositoryOptions repository_options;
   repository_options.repository = flags.model_repository;
   repository_options.allow_gpu = flags.allow_gpu;
+  repository_options.control_mode = flags.model_control_mode == "explicit"
+                                        ? ltserve::ModelControlMode::kExplicit
+                                        : flags.model_control_mode == "poll"
+                                              ? ltserve::ModelControlMode::kPoll
+                                              : ltserve::ModelControlMode::kNone;
+  repository_options.startup_models = flags.load_models;
+  repository_options.poll_interval = std::chrono::milliseconds(
+      static_cast<std::int64_t>(flags.repository_poll_secs * 1000));
+  // Loads and unloads change readiness after start; grpc.health.v1 watchers hear of each.
+  repository_options.on_change = [&lifecycle, grpc_server = server.get()] {
+    SetHealth(*grpc_server, lifecycle.Ready());
+  };
   auto repository = ltserve::ModelRepository::Create(repository_options, metrics->get());
   if (!repository.ok()) {
     spdlog::critical("model repository '{}': {}", flags.model_repository,
@@ -355,9 +372,10 @@ int Run(const Flags& flags) {
   lifecycle.repository.store(repository->get());
   const bool ready = lifecycle.Ready();
   SetHealth(*server, ready);
-  std::size_t loaded = (*repository)->Models().size();
-  std::size_t total = (*repository)->States().size();
-  spdlog::info("ltserve ready={}: {} of {} model(s) serving", ready, loaded, total);
+  const std::size_t loaded = (*repository)->Models().size();
+  const std::size_t total = (*repository)->States().size();
+  spdlog::info("ltserve ready={}: {} of {} model version(s) serving (model control {})", ready,
+               loaded, total, flags.model_control_mode);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -444,10 +462,32 @@ int main(int argc, char** argv) {
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")
       ->delimiter(',');
+  app.add_option("--model-control-mode", flags.model_control_mode,
+                 "none: load every model at start, no changes; explicit: load the --load-model "
+                 "models, then RepositoryModelLoad/Unload; poll: load every model and rescan "
+                 "the repository every --repository-poll-secs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "poll", "explicit"}));
+  app.add_option("--load-model", flags.load_models,
+                 "With --model-control-mode explicit: a model to load at start (repeatable; "
+                 "'*' loads every model)");
+  app.add_option("--repository-poll-secs", flags.repository_poll_secs,
+                 "With --model-control-mode poll: seconds between rescans of the repository")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  // Triton's rules: '*' must be the only --load-model, which other modes ignore.
+  const auto& wanted = flags.load_models;
+  if (wanted.size() > 1 && std::find(wanted.begin(), wanted.end(), "*") != wanted.end()) {
+    std::fprintf(stderr, "--load-model '*' loads every model and must be the only --load-model\n");
+    return 2;
+  }
 
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  if (!wanted.empty() && flags.model_control_mode != "explicit") {
+    spdlog::warn("--load-model is ignored in model control mode {}: every model loads at start",
+                 flags.model_control_mode);
+  }
   ltserve::InstallProtobufLogHandler();
   return Run(flags);
 }

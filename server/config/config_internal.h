@@ -82,7 +82,8 @@ Status ValidateInstanceGroups(const inference::ModelConfig& config, const Config
 Status ValidateParameters(const inference::ModelConfig& config, const ConfigErrors& errors,
                           const std::filesystem::path& model_dir, ModelSpec* spec,
                           std::vector<std::string>* warnings);
-// Picks the highest version directory holding the model file; sets version and model_file.
+// Picks the version directories holding the model file that version_policy serves; sets
+// versions (highest first), and version and model_file to the highest of them.
 Status ResolveModelFile(const inference::ModelConfig& config, const ConfigErrors& errors,
                         const std::filesystem::path& model_dir, ModelSpec* spec,
                         std::vector<std::string>* warnings);

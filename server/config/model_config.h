@@ -42,6 +42,19 @@ struct RepositoryEntry {
 // Entries come sorted by name; hidden directories (".git") are not models.
 Result<std::vector<RepositoryEntry>> ScanRepository(const std::filesystem::path& repo);
 
+// The names ScanRepository would return, without reading any config.
+Result<std::vector<std::string>> ListModelNames(const std::filesystem::path& repo);
+
+// One model directory `repo`/`name`, read as ScanRepository reads it; with `config_override`
+// that config is used instead of the directory's config.pbtxt (which then need not exist).
+// NOT_FOUND when there is no such directory.
+Result<RepositoryEntry> ScanModel(const std::filesystem::path& repo, const std::string& name,
+                                  const inference::ModelConfig* config_override);
+
+// A ModelConfig written as JSON (protobuf's JSON mapping, as Triton's load request carries it).
+// An unknown field is an error naming it, as in config.pbtxt.
+Result<inference::ModelConfig> ParseModelConfigJson(const std::string& json);
+
 // TYPE_STRING and TYPE_INVALID map to kInvalid: ltserve has no string tensors.
 DataType FromConfigDataType(inference::DataType type);
 inference::DataType ToConfigDataType(DataType type);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -12,6 +13,7 @@
 #include "config/model_config.h"
 #include "grpc/pending_inference.h"
 #include "grpc/protobuf_log.h"
+#include "grpc/stream_reactor.h"
 #include "grpc/request_decoder.h"
 
 namespace ltserve {
@@ -94,11 +96,12 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const response_bytes_;
 };
 
+constexpr const char* kUnauthenticated =
+    "this server requires the metadata 'authorization: Bearer <token>' with its token";
+
 grpc::ServerUnaryReactor* FinishUnauthenticated(grpc::CallbackServerContext* context) {
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                               "this server requires the metadata 'authorization: Bearer <token>' "
-                               "with its token"));
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnauthenticated));
   return reactor;
 }
 
@@ -266,6 +269,8 @@ Status InferenceService::ServeServerMetadata(const inference::ServerMetadataRequ
   response->add_extensions("binary_tensor_data");
   response->add_extensions("system_shared_memory");
   response->add_extensions("cuda_shared_memory");
+  response->add_extensions("model_repository");
+  response->add_extensions("model_repository(unload_dependents)");
   return Status::Ok();
 }
 
@@ -277,7 +282,9 @@ Status InferenceService::ServeModelMetadata(const inference::ModelMetadataReques
   if (!found.ok()) return found.status();
   const ModelSpec& spec = (*found)->spec();
   response->set_name(spec.name);
-  response->add_versions((*found)->version_string());
+  for (const std::string& version : (*repository)->ReadyVersions(spec.name)) {
+    response->add_versions(version);
+  }
   response->set_platform("pytorch_libtorch");
   auto fill = [&](const TensorSpec& tensor, inference::ModelMetadataResponse::TensorMetadata* out) {
     out->set_name(tensor.name);
@@ -310,10 +317,17 @@ Status InferenceService::ServeModelStatistics(const inference::ModelStatisticsRe
   if (!request.name().empty()) {
     auto found = (*repository)->Find(request.name(), request.version());
     if (!found.ok()) return found.status();
-    FillStatistics(**found, response->add_model_stats());
-    return Status::Ok();
+    if (!request.version().empty()) {
+      FillStatistics(**found, response->add_model_stats());
+      return Status::Ok();
+    }
   }
-  for (const auto& model : (*repository)->Models()) FillStatistics(*model, response->add_model_stats());
+  // Every ready version, of every model or of the one named, as Triton answers.
+  for (const auto& model : (*repository)->Models()) {
+    if (request.name().empty() || model->spec().name == request.name()) {
+      FillStatistics(*model, response->add_model_stats());
+    }
+  }
   return Status::Ok();
 }
 
@@ -339,14 +353,142 @@ Status InferenceService::ServeRepositoryIndex(const inference::RepositoryIndexRe
   auto repository = Repository();
   if (!repository.ok()) return repository.status();
   for (const ModelState& state : (*repository)->States()) {
-    if (request.ready() && !state.ready) continue;
+    if (request.ready() && !state.ready()) continue;
     auto* model = response->add_models();
     model->set_name(state.name);
     model->set_version(state.version);
-    model->set_state(state.ready ? "READY" : "UNAVAILABLE");
+    if (state.state.has_value()) model->set_state(VersionStateName(*state.state));
     model->set_reason(state.reason);
   }
   return Status::Ok();
+}
+
+namespace {
+
+// The single repository, named or not; parameters other than the accepted one are refused
+// (the client would expect them to have an effect).
+template <typename Request>
+Status CheckControlRequest(const Request& request, const std::string& accepted_key,
+                           inference::ModelRepositoryParameter::ParameterChoiceCase accepted_type,
+                           const char* accepted_type_name) {
+  if (!request.repository_name().empty()) {
+    return InvalidArgument("repository_name '" + request.repository_name() +
+                           "': this server has a single model repository; leave "
+                           "repository_name empty");
+  }
+  for (const auto& [key, value] : request.parameters()) {
+    if (key != accepted_key) {
+      return InvalidArgument("parameter '" + key + "' is not supported; the only parameter is '" +
+                             accepted_key + "'" +
+                             (key.rfind("file:", 0) == 0
+                                  ? std::string(" (model files in the request are not supported)")
+                                  : std::string()));
+    }
+    if (value.parameter_choice_case() != accepted_type) {
+      return InvalidArgument("parameter '" + key + "' must be a " + accepted_type_name);
+    }
+  }
+  return Status::Ok();
+}
+
+// Finishes `reactor` from whatever thread the repository answers on.
+std::function<void(const Status&)> FinishEmptyResponse(grpc::ServerUnaryReactor* reactor,
+                                                       grpc::ByteBuffer* raw_response) {
+  return [reactor, raw_response](const Status& status) {
+    if (!status.ok()) {
+      reactor->Finish(ToGrpcStatus(status));
+      return;
+    }
+    // Both responses are empty messages; a default ByteBuffer would be no message at all.
+    const inference::RepositoryModelLoadResponse empty;
+    bool own_buffer = false;
+    reactor->Finish(grpc::SerializationTraits<inference::RepositoryModelLoadResponse>::Serialize(
+        empty, raw_response, &own_buffer));
+  };
+}
+
+}  // namespace
+
+template <typename Request>
+grpc::ServerUnaryReactor* InferenceService::Control(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response, void (InferenceService::*serve)(const Request&, ControlDone)) {
+  last_call_arrival_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (!Authorized(*context)) return FinishUnauthenticated(context);
+  Request request;
+  if (Status parsed = ParseRequest(*raw_request, &request); !parsed.ok()) {
+    return FinishNow(context, parsed);
+  }
+  auto* reactor = context->DefaultReactor();
+  (this->*serve)(request, FinishEmptyResponse(reactor, raw_response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Control(context, request, response, &InferenceService::ServeRepositoryModelLoad);
+}
+
+grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Control(context, request, response, &InferenceService::ServeRepositoryModelUnload);
+}
+
+void InferenceService::ServeRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                                ControlDone done) {
+  auto repository = Repository();
+  if (!repository.ok()) return done(repository.status());
+  if (Status checked = CheckControlRequest(request, "config",
+                                           inference::ModelRepositoryParameter::kStringParam,
+                                           "string_param holding the ModelConfig as JSON");
+      !checked.ok()) {
+    return done(checked);
+  }
+  std::optional<inference::ModelConfig> config_override;
+  if (auto it = request.parameters().find("config"); it != request.parameters().end()) {
+    auto parsed = config::ParseModelConfigJson(it->second.string_param());
+    if (!parsed.ok()) return done(parsed.status());
+    config_override = std::move(parsed).value();
+  }
+  spdlog::info("RepositoryModelLoad '{}'{}", request.model_name(),
+               config_override.has_value() ? " with a config override" : "");
+  (*repository)->LoadAsync(request.model_name(), std::move(config_override), std::move(done));
+}
+
+void InferenceService::ServeRepositoryModelUnload(
+    const inference::RepositoryModelUnloadRequest& request, ControlDone done) {
+  auto repository = Repository();
+  if (!repository.ok()) return done(repository.status());
+  if (Status checked = CheckControlRequest(request, "unload_dependents",
+                                           inference::ModelRepositoryParameter::kBoolParam,
+                                           "bool_param");
+      !checked.ok()) {
+    return done(checked);
+  }
+  spdlog::info("RepositoryModelUnload '{}'", request.model_name());
+  (*repository)->UnloadAsync(request.model_name(), std::move(done));
+}
+
+namespace {
+
+// A stream refused before it starts (no token): finished at once.
+class RefusedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InferenceService::ModelStreamInfer(
+    grpc::CallbackServerContext* context) {
+  last_call_arrival_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (!Authorized(*context)) {
+    return new RefusedStream(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnauthenticated));
+  }
+  return new StreamInferReactor(this, SteadyDeadline(*context), &last_call_arrival_);
 }
 
 namespace {
@@ -481,8 +623,8 @@ Result<std::shared_ptr<PendingInference>> InferenceService::PrepareInfer(
     spdlog::debug("ModelInfer '{}' rejected: {}", message->model_name(), decoded.status().message());
     return decoded.status();
   }
-  spdlog::debug("ModelInfer '{}' id '{}': batch {}", message->model_name(), message->id(),
-                (*decoded)->request->batch_size);
+  spdlog::debug("ModelInfer '{}' version {} id '{}': batch {}", message->model_name(),
+                model->version_string(), message->id(), (*decoded)->request->batch_size);
   return PendingInference::Create(std::move(model), std::move(message), std::move(decoded).value(),
                                   options_.max_response_bytes, arrival);
 }

@@ -1,16 +1,20 @@
-// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig, ModelStatistics,
-// RepositoryIndex and LogSettings) on gRPC's callback API: no thread per request. ModelInfer
-// decodes and validates on the gRPC thread, hands the request to the model's scheduler (which
-// never blocks), and the scheduler's completion callback writes the response and finishes the
-// call from a scheduler thread.
+// inference.GRPCInferenceService (KServe v2 + Triton's ModelConfig, ModelStatistics, model
+// repository control, streaming and LogSettings) on gRPC's callback API: no thread per request.
+// ModelInfer decodes and validates on the gRPC thread, hands the request to the model's
+// scheduler (which never blocks), and the scheduler's completion callback writes the response
+// and finishes the call from a scheduler thread. ModelStreamInfer does the same per message of
+// its stream (stream_reactor.h); RepositoryModelLoad/Unload run on the repository's control
+// thread, so a long load holds no gRPC thread.
 //
-// The Serve* methods and PrepareInfer know nothing of gRPC: they take and give the protocol's
-// messages and a Status. The HTTP/REST endpoints (server/http/kserve_http.h) answer through
-// them too, so that both protocols share one request path.
+// The Serve* methods, PrepareInfer and the repository control methods know nothing of gRPC:
+// they take and give the protocol's messages and a Status. The HTTP/REST endpoints
+// (server/http/kserve_http.h) and the stream's reactor answer through them too, so that every
+// protocol shares one request path.
 //
-// Thread-safety: all methods are called concurrently by gRPC; shared state is the immutable
-// repository, the atomic lifecycle flags in ServerLifecycle, spdlog's process-wide level,
-// which LogSettings reads and changes under one mutex, and the thread-safe shared-memory registry.
+// Thread-safety: all methods are called concurrently by gRPC; shared state is the repository
+// (thread-safe), the atomic lifecycle flags in ServerLifecycle, spdlog's process-wide level,
+// which LogSettings reads and changes under one mutex, and the thread-safe shared-memory
+// registry.
 #pragma once
 
 #include <atomic>
@@ -48,6 +52,9 @@ bool BearerAccepted(std::span<const std::string_view> authorization, std::string
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
 // parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
 using RawInferenceService =
+    inference::GRPCInferenceService::WithRawCallbackMethod_ModelStreamInfer<
+    inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryModelLoad<
+    inference::GRPCInferenceService::WithRawCallbackMethod_RepositoryModelUnload<
     inference::GRPCInferenceService::WithRawCallbackMethod_SystemSharedMemoryStatus<
     inference::GRPCInferenceService::WithRawCallbackMethod_SystemSharedMemoryRegister<
     inference::GRPCInferenceService::WithRawCallbackMethod_SystemSharedMemoryUnregister<
@@ -64,7 +71,7 @@ using RawInferenceService =
                     inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
                         inference::GRPCInferenceService::WithRawCallbackMethod_ModelStatistics<
                             inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                                inference::GRPCInferenceService::Service>>>>>>>>>>>>>>>>;
+                                inference::GRPCInferenceService::Service>>>>>>>>>>>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -104,6 +111,15 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  // Answered from the repository's control thread once the load or unload is done.
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* context,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(
+      grpc::CallbackServerContext* context) override;
   // The shared-memory extensions; their Serve* methods are in shared_memory_service.cc.
   grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* request,
@@ -158,6 +174,16 @@ class InferenceService final : public RawInferenceService {
   Status ServeCudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& request,
                                          inference::CudaSharedMemoryUnregisterResponse* response);
 
+  // Repository control, shared by gRPC and HTTP, with Triton's semantics: `done` is called
+  // exactly once, at once on this thread for a request refused before it starts (bad
+  // parameters, a server still loading), else from the repository's control thread when the
+  // load or unload is over, so that a long load holds no protocol thread.
+  using ControlDone = std::function<void(const Status& status)>;
+  void ServeRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                ControlDone done);
+  void ServeRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                                  ControlDone done);
+
   // Looks the model up and decodes and checks the request against it (a refusal is counted in
   // the model's statistics, as one by the scheduler is); the caller then Starts it.
   Result<std::shared_ptr<PendingInference>> PrepareInfer(
@@ -181,6 +207,11 @@ class InferenceService final : public RawInferenceService {
                                   Status (InferenceService::*serve)(const Request&, Response*));
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;
+  // RepositoryModelLoad/Unload: authorised, parsed and served; finished when `serve` is done.
+  template <typename Request>
+  grpc::ServerUnaryReactor* Control(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                    void (InferenceService::*serve)(const Request&, ControlDone));
 
   ServerLifecycle* const lifecycle_;
   const std::string version_;

@@ -1,8 +1,8 @@
 // One inference on its way through the scheduler, independent of the protocol it came by: gRPC's
-// ModelInfer and HTTP's POST /v2/models/{name}/infer both turn their request into a
-// ModelInferRequest, have InferenceService::PrepareInfer look the model up and decode and check
-// it, then Start it here. The completion builds the ModelInferResponse (classification outputs,
-// the response-size bound) once, for both, so that the batching, statistics, metrics and errors
+// ModelInfer, each message of ModelStreamInfer and HTTP's POST /v2/models/{name}/infer all turn
+// their request into a ModelInferRequest, have InferenceService::PrepareInfer look the model up
+// and decode and check it, then Start it here. The completion builds the ModelInferResponse
+// (classification outputs, the response-size bound) once, for all of them, so that the batching, statistics, metrics and errors
 // are the same whichever way a request arrived.
 //
 // Thread-safety: Start is called once, from the thread that prepared the request; Cancel may be
@@ -45,6 +45,9 @@ class PendingInference : public std::enable_shared_from_this<PendingInference> {
   // The client went away: drops the request if it is still queued (it is then answered
   // CANCELLED); a running one finishes.
   void Cancel();
+
+  // The model (and version) the request was prepared for.
+  const Model& model() const { return *model_; }
 
   PendingInference(const PendingInference&) = delete;
   PendingInference& operator=(const PendingInference&) = delete;

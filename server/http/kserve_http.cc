@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,6 +19,7 @@ int HttpStatusOf(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return 200;
     case StatusCode::kNotFound: return 404;
+    case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kUnavailable: return 503;
     case StatusCode::kInternal: return 500;
     case StatusCode::kUnimplemented: return 501;
@@ -191,9 +193,45 @@ HttpReply RegionsReply(const Status& served, const google::protobuf::Message& re
   nlohmann::ordered_json by_name = MessageToJson(response)["regions"];
   for (auto& [name, region] : by_name.items()) regions.push_back(std::move(region));
   return JsonReply(regions);
+// Waits on an HTTP worker thread for a repository load or unload; Triton answers both once
+// they are over, with an empty body.
+HttpReply AwaitControl(const std::function<void(InferenceService::ControlDone)>& start) {
+  struct Outcome {
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false;
+    Status status;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  start([outcome](const Status& status) {
+    std::lock_guard lock(outcome->mutex);
+    outcome->status = status;
+    outcome->done = true;
+    outcome->finished.notify_one();
+  });
+  std::unique_lock lock(outcome->mutex);
+  outcome->finished.wait(lock, [&] { return outcome->done; });
+  if (!outcome->status.ok()) return ErrorReply(outcome->status);
+  return HttpReply();
 }
 
 }  // namespace
+
+HttpReply KServeHttp::LoadModel(std::string_view body, const std::string& model) const {
+  auto request = ParseModelLoadRequest(body, model);
+  if (!request.ok()) return ErrorReply(request.status());
+  return AwaitControl([&](InferenceService::ControlDone done) {
+    service_->ServeRepositoryModelLoad(*request, std::move(done));
+  });
+}
+
+HttpReply KServeHttp::UnloadModel(std::string_view body, const std::string& model) const {
+  auto request = ParseModelUnloadRequest(body, model);
+  if (!request.ok()) return ErrorReply(request.status());
+  return AwaitControl([&](InferenceService::ControlDone done) {
+    service_->ServeRepositoryModelUnload(*request, std::move(done));
+  });
+}
 
 Result<HttpInferRequest> KServeHttp::ReadInferRequest(const HttpRequest& request,
                                                      std::optional<std::size_t> header_length,
@@ -408,8 +446,7 @@ HttpReply KServeHttp::Handle(const HttpRequest& request) const {
   if (path[1] == "repository" && path.size() == 5 && path[2] == "models" &&
       (path[4] == "load" || path[4] == "unload")) {
     if (!post) return wrong_method();
-    return ErrorReply(Unimplemented("model control (load, unload) is not available on this server: "
-                                    "every model in the repository is loaded at start-up"));
+    return path[4] == "load" ? LoadModel(request.body, path[3]) : UnloadModel(request.body, path[3]);
   }
   if (path[1] == "systemsharedmemory" || path[1] == "cudasharedmemory") {
     return SharedMemory(request, path);

@@ -52,6 +52,10 @@ class KServeHttp {
 
  private:
   HttpReply SharedMemory(const HttpRequest& request, const std::vector<std::string>& path) const;
+  // POST /v2/repository/models/{name}/load and /unload: answered when the repository's control
+  // thread is done, as RepositoryModelLoad/Unload are.
+  HttpReply LoadModel(std::string_view body, const std::string& model) const;
+  HttpReply UnloadModel(std::string_view body, const std::string& model) const;
   HttpReply Infer(const HttpRequest& request, const std::string& model,
                   const std::string& version) const;
   // The JSON header and binary data, or (header length 0) Triton's raw binary request.

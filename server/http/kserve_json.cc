@@ -689,6 +689,56 @@ Result<inference::LogSettingsRequest> ParseLogSettings(std::string_view body) {
   return request;
 }
 
+namespace {
+
+using RepositoryParameters = google::protobuf::Map<std::string, inference::ModelRepositoryParameter>;
+
+Status ReadRepositoryParameters(std::string_view body, const std::string& what,
+                                RepositoryParameters* out) {
+  if (body.empty()) return Status::Ok();
+  LTSERVE_ASSIGN_OR_RETURN(const json parsed, ParseJson(body, what));
+  if (!parsed.is_object()) return InvalidArgument("the " + what + " must be an object");
+  const auto parameters = parsed.find("parameters");
+  if (parameters == parsed.end()) return Status::Ok();
+  if (!parameters->is_object()) {
+    return InvalidArgument("'parameters' in the " + what + " must be an object");
+  }
+  for (const auto& [key, value] : parameters->items()) {
+    inference::ModelRepositoryParameter& parameter = (*out)[key];
+    if (value.is_boolean()) {
+      parameter.set_bool_param(value.get<bool>());
+    } else if (value.is_number_integer()) {
+      parameter.set_int64_param(value.get<std::int64_t>());
+    } else if (value.is_string()) {
+      parameter.set_string_param(value.get<std::string>());
+    } else {
+      return InvalidArgument("parameter '" + key +
+                             "' must be a string, true/false or an integer, got " + value.dump());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<inference::RepositoryModelLoadRequest> ParseModelLoadRequest(std::string_view body,
+                                                                    const std::string& model) {
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name(model);
+  LTSERVE_RETURN_IF_ERROR(
+      ReadRepositoryParameters(body, "model load JSON", request.mutable_parameters()));
+  return request;
+}
+
+Result<inference::RepositoryModelUnloadRequest> ParseModelUnloadRequest(
+    std::string_view body, const std::string& model) {
+  inference::RepositoryModelUnloadRequest request;
+  request.set_model_name(model);
+  LTSERVE_RETURN_IF_ERROR(
+      ReadRepositoryParameters(body, "model unload JSON", request.mutable_parameters()));
+  return request;
+}
+
 ordered_json LogSettingsToJson(const inference::LogSettingsResponse& response) {
   ordered_json out = ordered_json::object();
   std::map<std::string, const inference::LogSettingsResponse::SettingValue*> sorted;

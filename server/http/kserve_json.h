@@ -75,6 +75,14 @@ nlohmann::ordered_json MessageToJson(const google::protobuf::Message& message);
 Result<inference::LogSettingsRequest> ParseLogSettings(std::string_view body);
 nlohmann::ordered_json LogSettingsToJson(const inference::LogSettingsResponse& response);
 
+// Triton's /v2/repository/models/{name}/load and /unload bodies: empty, or an object with an
+// optional "parameters" object whose strings, booleans and integers become the request's typed
+// parameters; which of them the server accepts is decided where gRPC's are (InferenceService).
+Result<inference::RepositoryModelLoadRequest> ParseModelLoadRequest(std::string_view body,
+                                                                    const std::string& model);
+Result<inference::RepositoryModelUnloadRequest> ParseModelUnloadRequest(std::string_view body,
+                                                                        const std::string& model);
+
 // Parses JSON text; INVALID_ARGUMENT with the parser's reason and the byte offset, or when it is
 // nested deeper than kMaxJsonDepth. `what` names the text in the message ("request JSON").
 Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what);

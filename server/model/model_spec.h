@@ -23,10 +23,18 @@ struct TensorSpec {
 
 enum class DeviceKind : std::uint8_t { kAuto, kGpu, kCpu };
 
+struct VersionFile {
+  std::int64_t version = 1;
+  std::filesystem::path model_file;
+};
+
 struct ModelSpec {
   std::string name;
   std::int64_t version = 1;
   std::filesystem::path model_file;  // <repo>/<model>/<version>/model.pt
+  // Every version the config's version_policy serves, highest first; `version` and
+  // `model_file` are those of the first. The repository loads one copy of the spec per entry.
+  std::vector<VersionFile> versions;
   int max_batch_size = 0;            // 0: no batch dimension
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;

@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <chrono>
 #include <fstream>
+#include <system_error>
 
 #include "config/model_config.h"
 #include "cpu/cpu_executor.h"
@@ -113,7 +116,47 @@ Result<std::vector<std::vector<std::string>>> LoadOutputLabels(
   return labels;
 }
 
+// The model directory as the poll compares it: every file's relative path, size and
+// modification time. Any change (a new version, a replaced model.pt, an edited config) reloads.
+std::string Fingerprint(const std::filesystem::path& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code stat_ec;
+    if (!it->is_regular_file(stat_ec)) continue;
+    const auto size = it->file_size(stat_ec);
+    const auto mtime = it->last_write_time(stat_ec).time_since_epoch().count();
+    files.push_back(std::filesystem::relative(it->path(), dir, stat_ec).string() + ":" +
+                    std::to_string(size) + ":" + std::to_string(mtime));
+  }
+  std::sort(files.begin(), files.end());
+  std::string out;
+  for (const std::string& file : files) out += file + "\n";
+  return out;
+}
+
+// A model_version as clients send it: a positive decimal number.
+std::optional<std::int64_t> ParseVersion(const std::string& text) {
+  std::int64_t version = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
+  if (ec != std::errc() || end != text.data() + text.size() || version <= 0) return std::nullopt;
+  return version;
+}
+
+constexpr const char* kUnloadedReason = "unloaded";
+
 }  // namespace
+
+
+const char* VersionStateName(VersionState state) {
+  switch (state) {
+    case VersionState::kLoading: return "LOADING";
+    case VersionState::kReady: return "READY";
+    case VersionState::kUnavailable: return "UNAVAILABLE";
+  }
+  return "UNAVAILABLE";
+}
 
 Model::Model(ModelSpec spec, inference::ModelConfig config, ExecutionPath path,
              std::string description, std::unique_ptr<StatsObserver> observer)
@@ -128,110 +171,530 @@ Model::~Model() {
   scheduler_.reset();  // joins the workers before the factory they use goes away
 }
 
+// The last reference to a retired Model may drop anywhere: in a completion callback on one of
+// its own scheduler's workers (which its destructor joins) or on a gRPC thread. Every Model's
+// deleter hands it here instead, and one thread destroys it.
+class ModelRepository::Reaper {
+ public:
+  Reaper() : thread_([this] { Run(); }) {}
+  ~Reaper() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_one();
+    thread_.join();
+  }
+
+  std::shared_ptr<Model> Adopt(std::unique_ptr<Model> model) {
+    live_.fetch_add(1);
+    return std::shared_ptr<Model>(model.release(), [this](Model* retired) { Retire(retired); });
+  }
+  std::size_t live() const { return live_.load(); }
+
+ private:
+  void Retire(Model* model) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back(model);
+    }
+    changed_.notify_one();
+  }
+
+  void Run() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      std::unique_ptr<Model> model = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      const std::string name = model->spec().name + " version " + model->version_string();
+      model.reset();
+      live_.fetch_sub(1);
+      spdlog::debug("model '{}' released", name);
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::unique_ptr<Model>> queue_;
+  bool stopping_ = false;
+  std::atomic<std::size_t> live_{0};
+  std::thread thread_;
+};
+
+ModelRepository::ModelRepository(RepositoryOptions options, Metrics* metrics)
+    : options_(std::move(options)), metrics_(metrics), reaper_(std::make_unique<Reaper>()) {}
+
 Result<std::unique_ptr<ModelRepository>> ModelRepository::Create(const RepositoryOptions& options,
                                                                  Metrics* metrics) {
-  LTSERVE_ASSIGN_OR_RETURN(auto entries, config::ScanRepository(options.repository));
-  std::unique_ptr<ModelRepository> repo(new ModelRepository());
-  for (auto& entry : entries) {
-    for (const std::string& warning : entry.warnings) {
-      spdlog::warn("model '{}': {}", entry.name, warning);
-    }
-    ModelState state{entry.name, "", false, ""};
-    if (!entry.spec.ok()) {
-      state.reason = entry.spec.status().message();
-      spdlog::error("model '{}' not loaded: {}", entry.name, state.reason);
-      repo->states_.push_back(std::move(state));
-      continue;
-    }
-    ModelSpec spec = std::move(entry.spec).value();
-    state.version = std::to_string(spec.version);
-    const auto start = std::chrono::steady_clock::now();
-    Status status = [&]() -> Status {
-      LTSERVE_ASSIGN_OR_RETURN(auto labels, LoadOutputLabels(entry.config, entry.dir));
-      LTSERVE_ASSIGN_OR_RETURN(ChosenExecutor chosen, ChooseExecutor(spec, options.allow_gpu));
-      std::unique_ptr<StatsObserver> observer;
-      if (metrics != nullptr) observer = metrics->CreateModelObserver(spec.name, state.version);
-      const ExecutionPath path = chosen.factory->path();
-      auto model = std::make_shared<Model>(spec, entry.config, path,
-                                           chosen.factory->Describe(), std::move(observer));
-      std::vector<std::unique_ptr<ExecutorInstance>> instances;
-      for (int i = 0; i < std::max(1, spec.instance_count); ++i) {
-        LTSERVE_ASSIGN_OR_RETURN(auto instance, chosen.factory->CreateInstance(i));
-        instances.push_back(std::move(instance));
+  LTSERVE_ASSIGN_OR_RETURN(std::vector<std::string> names, config::ListModelNames(options.repository));
+  std::unique_ptr<ModelRepository> repo(new ModelRepository(options, metrics));
+  std::vector<std::string> to_load;
+  if (options.control_mode == ModelControlMode::kExplicit) {
+    const auto& wanted = options.startup_models;
+    const bool all = std::find(wanted.begin(), wanted.end(), "*") != wanted.end();
+    for (const std::string& name : wanted) {
+      if (name != "*" && std::find(names.begin(), names.end(), name) == names.end()) {
+        return NotFound("--load-model '" + name + "': no model directory '" + name + "' in " +
+                        options.repository.string());
       }
-      // Plans take their output shapes from the config; a TorchScript forward answers whatever
-      // it computes.
-      if (path == ExecutionPath::kTorchScript) {
-        LTSERVE_RETURN_IF_ERROR(WarmUpOutputShapes(*instances.front(), spec));
-      }
-      model->factory_ = std::move(chosen.factory);
-      model->output_labels_ = std::move(labels);
-      SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, entry.config);
-      scheduler_options.tokens = std::move(chosen.tokens);
-      LTSERVE_ASSIGN_OR_RETURN(model->scheduler_,
-                               Scheduler::Create(std::move(scheduler_options),
-                                                 std::move(instances), &model->stats_));
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      spdlog::info("model '{}' version {} ready: path {} ({}), {} instance(s), loaded in {:.1f} ms",
-                   spec.name, spec.version, ExecutionPathName(path), model->description(),
-                   std::max(1, spec.instance_count), seconds * 1e3);
-      if (metrics != nullptr) {
-        metrics->SetModelLoad(spec.name, state.version, ExecutionPathName(path), seconds);
-        metrics->SetModelReady(spec.name, state.version, true);
-      }
-      repo->models_.push_back(std::move(model));
-      return Status::Ok();
-    }();
-    if (!status.ok()) {
-      state.reason = status.message();
-      spdlog::error("model '{}' version {} not loaded: {}", spec.name, spec.version,
-                    status.ToString());
-      if (metrics != nullptr) metrics->SetModelReady(spec.name, state.version, false);
-    } else {
-      state.ready = true;
     }
-    repo->states_.push_back(std::move(state));
+    for (const std::string& name : names) {
+      if (all || std::find(wanted.begin(), wanted.end(), name) != wanted.end()) {
+        to_load.push_back(name);
+      }
+    }
+  } else {
+    to_load = names;
   }
+  for (const std::string& name : names) repo->records_[name];  // listed in the index
+  {
+    std::lock_guard control(repo->control_mutex_);
+    for (const std::string& name : to_load) {
+      // A broken model is reported in its record; the others still load.
+      (void)repo->LoadLocked(name, nullptr);
+    }
+  }
+  repo->control_thread_ = std::thread([r = repo.get()] { r->ControlLoop(); });
   return repo;
 }
 
-ModelRepository::~ModelRepository() = default;
+ModelRepository::~ModelRepository() {
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+  }
+  {
+    std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_changed_.notify_one();
+  if (control_thread_.joinable()) control_thread_.join();
+  std::lock_guard lock(mutex_);
+  records_.clear();  // the Reaper destroys the models when it is destroyed, after this
+}
+
+Result<std::shared_ptr<Model>> ModelRepository::LoadVersion(const ModelSpec& spec,
+                                                            const inference::ModelConfig& config,
+                                                            const std::filesystem::path& dir) {
+  const std::string version = std::to_string(spec.version);
+  const auto start = std::chrono::steady_clock::now();
+  LTSERVE_ASSIGN_OR_RETURN(auto labels, LoadOutputLabels(config, dir));
+  LTSERVE_ASSIGN_OR_RETURN(ChosenExecutor chosen, ChooseExecutor(spec, options_.allow_gpu));
+  std::unique_ptr<StatsObserver> observer;
+  if (metrics_ != nullptr) observer = metrics_->CreateModelObserver(spec.name, version);
+  const ExecutionPath path = chosen.factory->path();
+  auto model = std::make_unique<Model>(spec, config, path, chosen.factory->Describe(),
+                                       std::move(observer));
+  std::vector<std::unique_ptr<ExecutorInstance>> instances;
+  for (int i = 0; i < std::max(1, spec.instance_count); ++i) {
+    LTSERVE_ASSIGN_OR_RETURN(auto instance, chosen.factory->CreateInstance(i));
+    instances.push_back(std::move(instance));
+  }
+  // Plans take their output shapes from the config; a TorchScript forward answers whatever
+  // it computes.
+  if (path == ExecutionPath::kTorchScript) {
+    LTSERVE_RETURN_IF_ERROR(WarmUpOutputShapes(*instances.front(), spec));
+  }
+  model->factory_ = std::move(chosen.factory);
+  model->output_labels_ = std::move(labels);
+  SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, config);
+  scheduler_options.tokens = std::move(chosen.tokens);
+  LTSERVE_ASSIGN_OR_RETURN(model->scheduler_,
+                           Scheduler::Create(std::move(scheduler_options), std::move(instances),
+                                             &model->stats_));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("model '{}' version {} ready: path {} ({}), {} instance(s), loaded in {:.1f} ms",
+               spec.name, spec.version, ExecutionPathName(path), model->description(),
+               std::max(1, spec.instance_count), seconds * 1e3);
+  if (metrics_ != nullptr) {
+    metrics_->SetModelLoad(spec.name, version, ExecutionPathName(path), seconds);
+  }
+  return reaper_->Adopt(std::move(model));
+}
+
+Status ModelRepository::RequireExplicit() const {
+  if (options_.control_mode != ModelControlMode::kExplicit) {
+    // Triton's answer, word for word, in both none and poll mode.
+    return Unavailable("explicit model load / unload is not allowed if polling is enabled");
+  }
+  return Status::Ok();
+}
+
+Status ModelRepository::Load(const std::string& name,
+                             const inference::ModelConfig* config_override) {
+  LTSERVE_RETURN_IF_ERROR(RequireExplicit());
+  std::lock_guard control(control_mutex_);
+  return LoadLocked(name, config_override);
+}
+
+Status ModelRepository::Unload(const std::string& name) {
+  LTSERVE_RETURN_IF_ERROR(RequireExplicit());
+  std::lock_guard control(control_mutex_);
+  return UnloadLocked(name, /*forget=*/false);
+}
+
+Status ModelRepository::LoadLocked(const std::string& name,
+                                   const inference::ModelConfig* config_override) {
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_) return Unavailable("server is shutting down; model '" + name + "' not loaded");
+  }
+  LTSERVE_ASSIGN_OR_RETURN(config::RepositoryEntry entry,
+                           config::ScanModel(options_.repository, name, config_override));
+  for (const std::string& warning : entry.warnings) spdlog::warn("model '{}': {}", name, warning);
+  const std::string fingerprint = Fingerprint(entry.dir);
+  if (!entry.spec.ok()) {
+    const std::string reason = entry.spec.status().message();
+    spdlog::error("model '{}' not loaded: {}", name, reason);
+    bool serving = false;
+    {
+      std::lock_guard lock(mutex_);
+      ModelRecord& record = records_[name];
+      record.requested = true;
+      record.fingerprint = fingerprint;
+      for (const auto& [version, slot] : record.versions) serving |= slot.model != nullptr;
+      // A model that still serves keeps serving its old versions, as in Triton.
+      if (!serving) record.model_error = reason;
+    }
+    Notify();
+    return Status(entry.spec.status().code(), "failed to load '" + name + "': " + reason);
+  }
+  const ModelSpec& spec = *entry.spec;
+  {
+    std::lock_guard lock(mutex_);
+    ModelRecord& record = records_[name];
+    for (const VersionFile& version : spec.versions) {
+      VersionSlot& slot = record.versions[version.version];
+      if (slot.model == nullptr) slot = VersionSlot{VersionState::kLoading, "", nullptr};
+    }
+  }
+  Notify();
+
+  // Loaded outside every lock but control_mutex_: requests keep finding the old versions.
+  std::vector<std::pair<std::int64_t, Result<std::shared_ptr<Model>>>> loaded;
+  for (const VersionFile& version : spec.versions) {
+    ModelSpec version_spec = spec;
+    version_spec.version = version.version;
+    version_spec.model_file = version.model_file;
+    loaded.emplace_back(version.version, LoadVersion(version_spec, entry.config, entry.dir));
+  }
+
+  Status first_error;
+  std::vector<std::shared_ptr<Model>> retiring;  // released outside the lock
+  std::vector<std::pair<std::string, bool>> readiness;
+  {
+    std::lock_guard lock(mutex_);
+    ModelRecord& record = records_[name];
+    record.requested = true;
+    record.model_error.reset();
+    record.fingerprint = fingerprint;
+    for (auto& [version, result] : loaded) {
+      VersionSlot& slot = record.versions[version];
+      if (result.ok()) {
+        if (slot.model != nullptr) retiring.push_back(std::move(slot.model));
+        slot = VersionSlot{VersionState::kReady, "", std::move(result).value()};
+        readiness.emplace_back(std::to_string(version), true);
+        continue;
+      }
+      spdlog::error("model '{}' version {} not loaded: {}", name, version,
+                    result.status().ToString());
+      if (first_error.ok()) {
+        first_error = Status(result.status().code(), "failed to load '" + name + "' version " +
+                                                         std::to_string(version) + ": " +
+                                                         result.status().message());
+      }
+      // A version that served keeps serving the old model.
+      if (slot.model == nullptr) {
+        slot = VersionSlot{VersionState::kUnavailable, result.status().message(), nullptr};
+        readiness.emplace_back(std::to_string(version), false);
+      }
+    }
+    // Versions the policy no longer names stop serving.
+    for (auto& [version, slot] : record.versions) {
+      const bool named = std::any_of(spec.versions.begin(), spec.versions.end(),
+                                     [&](const VersionFile& v) { return v.version == version; });
+      if (named || slot.state == VersionState::kUnavailable) continue;
+      if (slot.model != nullptr) retiring.push_back(std::move(slot.model));
+      slot = VersionSlot{VersionState::kUnavailable, kUnloadedReason, nullptr};
+      readiness.emplace_back(std::to_string(version), false);
+    }
+    RememberRetired(retiring);
+  }
+  if (metrics_ != nullptr) {
+    for (const auto& [version, ready] : readiness) metrics_->SetModelReady(name, version, ready);
+  }
+  retiring.clear();
+  Notify();
+  return first_error;
+}
+
+Status ModelRepository::UnloadLocked(const std::string& name, bool forget) {
+  std::vector<std::shared_ptr<Model>> retiring;
+  std::vector<std::string> versions;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(name);
+    if (it == records_.end()) {
+      return NotFound("cannot unload unknown model '" + name + "': the model repository has no "
+                      "directory of that name");
+    }
+    ModelRecord& record = it->second;
+    record.requested = false;
+    record.model_error.reset();
+    for (auto& [version, slot] : record.versions) {
+      if (slot.model != nullptr) retiring.push_back(std::move(slot.model));
+      if (slot.state != VersionState::kUnavailable || slot.reason != kUnloadedReason) {
+        versions.push_back(std::to_string(version));
+      }
+      slot = VersionSlot{VersionState::kUnavailable, kUnloadedReason, nullptr};
+    }
+    RememberRetired(retiring);
+    if (forget) records_.erase(it);
+  }
+  if (metrics_ != nullptr) {
+    for (const std::string& version : versions) metrics_->SetModelReady(name, version, false);
+  }
+  if (!retiring.empty()) {
+    spdlog::info("model '{}' unloaded; {} version(s) finish their accepted requests", name,
+                 retiring.size());
+  }
+  retiring.clear();  // the Reaper destroys each once its last request is answered
+  Notify();
+  return Status::Ok();
+}
+
+void ModelRepository::LoadAsync(const std::string& name,
+                                std::optional<inference::ModelConfig> config_override,
+                                std::function<void(const Status&)> done) {
+  if (Status allowed = RequireExplicit(); !allowed.ok()) {
+    done(allowed);
+    return;
+  }
+  Enqueue([this, name, config = std::move(config_override), done = std::move(done)] {
+    done(Load(name, config.has_value() ? &*config : nullptr));
+  });
+}
+
+void ModelRepository::UnloadAsync(const std::string& name,
+                                  std::function<void(const Status&)> done) {
+  if (Status allowed = RequireExplicit(); !allowed.ok()) {
+    done(allowed);
+    return;
+  }
+  Enqueue([this, name, done = std::move(done)] { done(Unload(name)); });
+}
+
+void ModelRepository::Enqueue(std::function<void()> task) {
+  {
+    std::lock_guard lock(queue_mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  queue_changed_.notify_one();
+}
+
+void ModelRepository::ControlLoop() {
+  auto next_poll = std::chrono::steady_clock::now() + options_.poll_interval;
+  std::unique_lock lock(queue_mutex_);
+  while (true) {
+    const bool polling = options_.control_mode == ModelControlMode::kPoll;
+    auto has_work = [this] { return stopping_ || !tasks_.empty(); };
+    if (polling) {
+      queue_changed_.wait_until(lock, next_poll, has_work);
+    } else {
+      queue_changed_.wait(lock, has_work);
+    }
+    // Queued requests are still answered when stopping (quickly: loads are refused by then),
+    // so that no gRPC call waits for an answer that never comes.
+    if (stopping_ && tasks_.empty()) return;
+    if (!tasks_.empty()) {
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+      continue;
+    }
+    if (polling && std::chrono::steady_clock::now() >= next_poll) {
+      lock.unlock();
+      Poll();
+      next_poll = std::chrono::steady_clock::now() + options_.poll_interval;
+      lock.lock();
+    }
+  }
+}
+
+void ModelRepository::Poll() {
+  std::lock_guard control(control_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_) return;
+  }
+  auto names = config::ListModelNames(options_.repository);
+  if (!names.ok()) {
+    spdlog::warn("repository poll: {}", names.status().ToString());
+    return;
+  }
+  std::vector<std::string> gone;
+  std::vector<std::string> changed;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [name, record] : records_) {
+      if (std::find(names->begin(), names->end(), name) == names->end()) gone.push_back(name);
+    }
+  }
+  for (const std::string& name : *names) {
+    const std::string fingerprint = Fingerprint(options_.repository / name);
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(name);
+    if (it == records_.end() || it->second.fingerprint != fingerprint) changed.push_back(name);
+  }
+  for (const std::string& name : gone) {
+    spdlog::info("repository poll: model '{}' was removed; unloading it", name);
+    (void)UnloadLocked(name, /*forget=*/true);
+  }
+  for (const std::string& name : changed) {
+    spdlog::info("repository poll: model '{}' is new or changed; loading it", name);
+    (void)LoadLocked(name, nullptr);  // a failure is in the model's state and the log
+  }
+}
+
+void ModelRepository::RememberRetired(const std::vector<std::shared_ptr<Model>>& retiring) {
+  std::erase_if(retired_, [](const std::weak_ptr<Model>& model) { return model.expired(); });
+  for (const auto& model : retiring) retired_.push_back(model);
+}
+
+void ModelRepository::Notify() const {
+  if (options_.on_change) options_.on_change();
+}
+
+std::size_t ModelRepository::LiveModelCount() const { return reaper_->live(); }
 
 Result<std::shared_ptr<Model>> ModelRepository::Find(const std::string& name,
                                                      const std::string& version) const {
-  for (const auto& model : models_) {
-    if (model->spec().name != name) continue;
-    if (!version.empty() && version != model->version_string()) {
-      return NotFound("model '" + name + "' has no version '" + version + "' (serving version " +
-                      model->version_string() + ")");
+  std::lock_guard lock(mutex_);
+  auto it = records_.find(name);
+  if (it == records_.end()) {
+    std::string known;
+    for (const auto& [model_name, record] : records_) {
+      known += known.empty() ? "" : ", ";
+      known += "'" + model_name + "'";
     }
-    return model;
+    return NotFound("unknown model '" + name + "'; this server serves " +
+                    (known.empty() ? std::string("no models") : known));
   }
-  for (const ModelState& state : states_) {
-    if (state.name == name) {
-      return Unavailable("model '" + name + "' is not ready: " + state.reason);
+  const ModelRecord& record = it->second;
+  if (version.empty()) {
+    for (auto v = record.versions.rbegin(); v != record.versions.rend(); ++v) {
+      if (v->second.model != nullptr) return v->second.model;
+    }
+    std::string reason = record.model_error.value_or("");
+    if (reason.empty() && !record.versions.empty()) reason = record.versions.rbegin()->second.reason;
+    if (reason.empty()) reason = record.versions.empty() ? "not loaded" : "still loading";
+    return Unavailable("model '" + name + "' is not ready: " + reason);
+  }
+  const std::optional<std::int64_t> number = ParseVersion(version);
+  if (!number.has_value()) {
+    return InvalidArgument("model_version '" + version +
+                           "' is not a version: versions are positive integers, or empty for "
+                           "the latest");
+  }
+  auto slot = record.versions.find(*number);
+  // Triton's messages.
+  if (slot == record.versions.end()) {
+    return NotFound("Request for unknown model: '" + name + "' version " + version +
+                    " is not found");
+  }
+  if (slot->second.model == nullptr) {
+    return Unavailable("Request for unknown model: '" + name + "' version " + version +
+                       " is not at ready state");
+  }
+  return slot->second.model;
+}
+
+std::vector<std::shared_ptr<Model>> ModelRepository::Models() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::shared_ptr<Model>> out;
+  for (const auto& [name, record] : records_) {
+    for (const auto& [version, slot] : record.versions) {
+      if (slot.model != nullptr) out.push_back(slot.model);
     }
   }
-  std::string known;
-  for (const auto& model : models_) {
-    known += known.empty() ? "" : ", ";
-    known += "'" + model->spec().name + "'";
+  return out;
+}
+
+std::vector<std::string> ModelRepository::ReadyVersions(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  auto it = records_.find(name);
+  if (it == records_.end()) return out;
+  for (const auto& [version, slot] : it->second.versions) {
+    if (slot.model != nullptr) out.push_back(std::to_string(version));
   }
-  return NotFound("unknown model '" + name + "'; this server serves " +
-                  (known.empty() ? std::string("no models") : known));
+  return out;
+}
+
+std::vector<ModelState> ModelRepository::States() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ModelState> out;
+  for (const auto& [name, record] : records_) {
+    if (record.model_error.has_value()) {
+      out.push_back({name, "", VersionState::kUnavailable, *record.model_error});
+    }
+    for (const auto& [version, slot] : record.versions) {
+      out.push_back({name, std::to_string(version), slot.state, slot.reason});
+    }
+    if (!record.model_error.has_value() && record.versions.empty()) {
+      out.push_back({name, "", std::nullopt, ""});
+    }
+  }
+  return out;
 }
 
 bool ModelRepository::AllReady() const {
-  return !states_.empty() &&
-         std::all_of(states_.begin(), states_.end(), [](const ModelState& s) { return s.ready; });
+  std::lock_guard lock(mutex_);
+  bool any_requested = false;
+  for (const auto& [name, record] : records_) {
+    if (!record.requested) continue;
+    any_requested = true;
+    if (record.model_error.has_value() || record.versions.empty()) return false;
+    for (const auto& [version, slot] : record.versions) {
+      if (slot.state != VersionState::kReady && slot.reason != kUnloadedReason) return false;
+    }
+  }
+  return any_requested || options_.control_mode == ModelControlMode::kExplicit;
 }
 
-bool ModelRepository::AnyReady() const { return !models_.empty(); }
+bool ModelRepository::AnyReady() const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [name, record] : records_) {
+    for (const auto& [version, slot] : record.versions) {
+      if (slot.model != nullptr) return true;
+    }
+  }
+  return false;
+}
 
 bool ModelRepository::Drain(std::chrono::steady_clock::time_point deadline) {
+  std::vector<std::shared_ptr<Model>> models;
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+    for (const auto& [name, record] : records_) {
+      for (const auto& [version, slot] : record.versions) {
+        if (slot.model != nullptr) models.push_back(slot.model);
+      }
+    }
+    for (const auto& retired : retired_) {
+      if (auto model = retired.lock()) models.push_back(std::move(model));
+    }
+  }
   bool all = true;
-  for (const auto& model : models_) all = model->scheduler().Drain(deadline) && all;
+  for (const auto& model : models) all = model->scheduler().Drain(deadline) && all;
   return all;
 }
 

@@ -201,11 +201,66 @@ TEST(ModelConfig, MalformedTextNamesFileLineAndColumn) {
                      {"field 'max_batch_size'", "Expected integer"});
 }
 
+// A config for a model with versions 1, 2 and 3, plus `policy`; its spec or the error.
+Result<ModelSpec> SpecWithVersionPolicy(TempRepository& repo, const std::string& policy) {
+  const auto dir = repo.WriteConfig("versioned",
+                                    "platform: \"pytorch_libtorch\"\n"
+                                    "input { name: \"x\" data_type: TYPE_FP32 dims: [ 4 ] }\n"
+                                    "output { name: \"y\" data_type: TYPE_FP32 dims: [ 4 ] }\n" +
+                                        policy);
+  for (const char* version : {"1", "2", "3"}) repo.WriteModelFile("versioned", version);
+  auto config = ParseModelConfigFile(dir / "config.pbtxt");
+  if (!config.ok()) return config.status();
+  return BuildModelSpec(*config, dir);
+}
+
+std::vector<std::int64_t> Versions(const ModelSpec& spec) {
+  std::vector<std::int64_t> out;
+  for (const VersionFile& v : spec.versions) out.push_back(v.version);
+  return out;
+}
+
+TEST(ModelConfig, VersionPolicyDefaultsToTheLatestVersion) {
+  TempRepository repo;
+  auto spec = SpecWithVersionPolicy(repo, "");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(Versions(*spec), std::vector<std::int64_t>{3});
+  EXPECT_EQ(spec->version, 3);
+}
+
+TEST(ModelConfig, VersionPolicyLatestAllAndSpecificPickTheirVersionsHighestFirst) {
+  TempRepository repo;
+  auto latest = SpecWithVersionPolicy(repo, "version_policy { latest { num_versions: 2 } }");
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  EXPECT_EQ(Versions(*latest), (std::vector<std::int64_t>{3, 2}));
+  auto all = SpecWithVersionPolicy(repo, "version_policy { all {} }");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(Versions(*all), (std::vector<std::int64_t>{3, 2, 1}));
+  auto specific = SpecWithVersionPolicy(repo, "version_policy { specific { versions: [ 1, 3, 9 ] } }");
+  ASSERT_TRUE(specific.ok()) << specific.status().ToString();
+  EXPECT_EQ(Versions(*specific), (std::vector<std::int64_t>{3, 1}));  // 9 has no directory
+  EXPECT_EQ(specific->version, 3);
+}
+
+TEST(ModelConfig, VersionPolicyErrorsNameTheField) {
+  TempRepository repo;
+  auto zero = SpecWithVersionPolicy(repo, "version_policy { latest { num_versions: 0 } }");
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("version_policy.latest.num_versions"), std::string::npos)
+      << zero.status().message();
+  auto empty = SpecWithVersionPolicy(repo, "version_policy { specific { } }");
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  auto absent = SpecWithVersionPolicy(repo, "version_policy { specific { versions: [ 8 ] } }");
+  EXPECT_EQ(absent.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(absent.status().message().find("versions found: 3, 2, 1"), std::string::npos)
+      << absent.status().message();
+}
+
 TEST(ModelConfig, UnsupportedTopLevelFieldSaysRemoveIt) {
   ExpectParseErrorAt("platform: \"pytorch_libtorch\"\noptimization { cuda { graphs: true } }\n",
                      "optimization",
                      {"field 'optimization' is not supported by ltserve",
-                      "supported in ModelConfig: name, platform, max_batch_size", "remove it"});
+                      "supported in ModelConfig: name, platform, version_policy, max_batch_size", "remove it"});
 }
 
 TEST(ModelConfig, UnsupportedNestedFieldListsThatMessagesFields) {

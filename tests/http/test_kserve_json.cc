@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model_config.pb.h"
@@ -403,6 +404,42 @@ TEST(KServeJsonTest, ReadsAndWritesTritonsLogSettings) {
   (*response.mutable_settings())["log_info"].set_bool_param(true);
   (*response.mutable_settings())["log_verbose_level"].set_uint32_param(1);
   EXPECT_EQ(LogSettingsToJson(response).dump(), R"({"log_info":true,"log_verbose_level":1})");
+}
+
+TEST(KServeJsonTest, ModelLoadBodyBecomesTypedRepositoryParameters) {
+  auto parsed = ParseModelLoadRequest(
+      R"({"parameters":{"config":"{\"max_batch_size\":2}","flag":true,"count":-3}})", "tiny_mlp");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->model_name(), "tiny_mlp");
+  EXPECT_EQ(parsed->parameters().at("config").string_param(), R"({"max_batch_size":2})");
+  EXPECT_TRUE(parsed->parameters().at("flag").bool_param());
+  EXPECT_EQ(parsed->parameters().at("count").int64_param(), -3);
+}
+
+TEST(KServeJsonTest, EmptyControlBodiesNameOnlyTheModel) {
+  auto load = ParseModelLoadRequest("", "m");
+  ASSERT_TRUE(load.ok());
+  EXPECT_EQ(load->model_name(), "m");
+  EXPECT_TRUE(load->parameters().empty());
+  auto unload = ParseModelUnloadRequest("{}", "m");
+  ASSERT_TRUE(unload.ok());
+  EXPECT_TRUE(unload->parameters().empty());
+}
+
+TEST(KServeJsonTest, ControlBodiesOfTheWrongShapeAreInvalidArgumentSayingWhy) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[1]", "the model unload JSON must be an object"},
+      {R"({"parameters":[]})", "'parameters' in the model unload JSON must be an object"},
+      {R"({"parameters":{"unload_dependents":1.5}})", "parameter 'unload_dependents' must be"},
+      {"{", "model unload JSON"},
+  };
+  for (const auto& [body, expected] : cases) {
+    auto parsed = ParseModelUnloadRequest(body, "m");
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << body;
+    EXPECT_NE(parsed.status().message().find(expected), std::string::npos)
+        << body << ": " << parsed.status().message();
+  }
 }
 
 }  // namespace

@@ -358,8 +358,18 @@ def test_wrong_method_unknown_path_and_bad_compression(ltserve_server):
     status, message = error_of(post(port, f"/v2/models/{MODEL}/infer", b"x",
                                     {"Content-Encoding": "lz4"}))
     assert status == 415 and "lz4" in message
-    status, message = error_of(post(port, "/v2/repository/models/demo_mlp/load", b""))
-    assert status == 501 and "model control" in message
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CALL_TIMEOUT_S)
+    connection.request("GET", "/v2/repository/models/demo_mlp/load")
+    assert connection.getresponse().status == 405
+    connection.close()
+
+
+def test_load_and_unload_are_refused_outside_explicit_mode_as_over_grpc(ltserve_server):
+    for action in ("load", "unload"):
+        status, message = error_of(post(ltserve_server.http_port,
+                                        f"/v2/repository/models/demo_mlp/{action}", b""))
+        assert status == 503
+        assert "explicit model load / unload is not allowed if polling is enabled" in message
 
 
 def test_the_server_lives_on_after_every_error(client):

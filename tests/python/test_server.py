@@ -127,7 +127,8 @@ def bad_requests(pb):
     cases["unknown model"] = (r, grpc.StatusCode.NOT_FOUND, ["no_such_model"])
     _, r = infer_request(pb, DEMO, x)
     r.model_version = "7"
-    cases["unknown version"] = (r, grpc.StatusCode.NOT_FOUND, ["version '7'"])
+    cases["unknown version"] = (r, grpc.StatusCode.NOT_FOUND,
+                                ["Request for unknown model: 'demo_mlp' version 7 is not found"])
     _, r = infer_request(pb, DEMO, x, name="WRONG")
     cases["wrong input name"] = (r, grpc.StatusCode.INVALID_ARGUMENT, ["WRONG", "INPUT__0"])
     _, r = infer_request(pb, DEMO, x)

@@ -57,9 +57,9 @@ TEST_F(RepositoryTest, ABrokenModelIsReportedWithItsReasonAndTheOthersServe) {
   ASSERT_EQ(states.size(), 2u);
   const ModelState& broken = states[0];  // sorted by name
   EXPECT_EQ(broken.name, "broken");
-  EXPECT_FALSE(broken.ready);
+  EXPECT_FALSE(broken.ready());
   EXPECT_FALSE(broken.reason.empty());
-  EXPECT_TRUE(states[1].ready) << states[1].reason;
+  EXPECT_TRUE(states[1].ready()) << states[1].reason;
   EXPECT_FALSE(repository->AllReady());
   EXPECT_TRUE(repository->AnyReady());
 
