@@ -193,6 +193,8 @@ HttpReply RegionsReply(const Status& served, const google::protobuf::Message& re
   nlohmann::ordered_json by_name = MessageToJson(response)["regions"];
   for (auto& [name, region] : by_name.items()) regions.push_back(std::move(region));
   return JsonReply(regions);
+}
+
 // Waits on an HTTP worker thread for a repository load or unload; Triton answers both once
 // they are over, with an empty body.
 HttpReply AwaitControl(const std::function<void(InferenceService::ControlDone)>& start) {
