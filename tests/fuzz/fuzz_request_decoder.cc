@@ -20,8 +20,9 @@ ltserve::ModelSpec SpecFor(std::uint8_t selector) {
   static constexpr DataType kTypes[] = {DataType::kFp32, DataType::kInt64, DataType::kFp16,
                                         DataType::kBool, DataType::kInt8,  DataType::kUint64,
                                         DataType::kBf16, DataType::kFp64};
-  ltserve::ModelSpec spec;
-  spec.name = "m";
+  // Named at construction: assigning the literal afterwards trips gcc 12's -Wrestrict false
+  // positive (GCC bug 105329), which CI's -Werror would turn into a failed build.
+  ltserve::ModelSpec spec{.name = "m"};
   spec.max_batch_size = (selector & 1) != 0 ? 4 : 0;
   spec.inputs = {{"a", kTypes[(selector >> 1) & 7], {3}}};
   // The high bit drops the second input: single-input models take other paths.
