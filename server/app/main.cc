@@ -7,6 +7,9 @@
 // whether every accepted request finished.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -20,12 +23,14 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "grpc/call_auth.h"
 #include "grpc/inference_service.h"
 #include "grpc/protobuf_log.h"
 #include "http/http_server.h"
@@ -69,6 +74,10 @@ struct Flags {
   std::string grpc_server_key;
   std::string grpc_root_cert;
   std::string grpc_bearer_token_file;
+  std::vector<std::string> grpc_restricted_protocols;
+  // How often certificate and token files are checked for changes (SIGHUP reloads tokens at
+  // once; gRPC's file watcher only polls).
+  unsigned grpc_credentials_refresh_s = 60;
   std::vector<double> latency_buckets_s;
 };
 
@@ -138,33 +147,89 @@ ltserve::Result<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const 
     return ltserve::InvalidArgument(
         "--grpc-use-ssl-mutual needs --grpc-root-cert, the CA that signs client certificates");
   }
-  grpc::SslServerCredentialsOptions options(
-      flags.grpc_use_ssl_mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  LTSERVE_ASSIGN_OR_RETURN(pair.cert_chain,
-                           ReadSmallFile(flags.grpc_server_cert, "--grpc-server-cert"));
-  LTSERVE_ASSIGN_OR_RETURN(pair.private_key,
-                           ReadSmallFile(flags.grpc_server_key, "--grpc-server-key"));
-  options.pem_key_cert_pairs.push_back(std::move(pair));
-  if (!flags.grpc_root_cert.empty()) {
-    LTSERVE_ASSIGN_OR_RETURN(options.pem_root_certs,
-                             ReadSmallFile(flags.grpc_root_cert, "--grpc-root-cert"));
+  // Read once here so that a missing or empty file stops the start with its name; gRPC's
+  // watcher reads them again whenever they change, so a renewed certificate serves new
+  // handshakes without a restart (open connections keep theirs).
+  for (const auto& [path, flag] : {std::pair{flags.grpc_server_cert, "--grpc-server-cert"},
+                                   std::pair{flags.grpc_server_key, "--grpc-server-key"},
+                                   std::pair{flags.grpc_root_cert, "--grpc-root-cert"}}) {
+    if (!path.empty()) LTSERVE_RETURN_IF_ERROR(ReadSmallFile(path, flag).status());
   }
-  return grpc::SslServerCredentials(options);
+  const std::string root = flags.grpc_use_ssl_mutual ? flags.grpc_root_cert : std::string();
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      flags.grpc_server_key, flags.grpc_server_cert, root, flags.grpc_credentials_refresh_s);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (flags.grpc_use_ssl_mutual) {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
 }
 
-ltserve::Result<std::string> BearerToken(const Flags& flags) {
-  if (flags.grpc_bearer_token_file.empty()) return std::string();
-  LTSERVE_ASSIGN_OR_RETURN(std::string token,
-                           ReadSmallFile(flags.grpc_bearer_token_file, "--grpc-bearer-token-file"));
-  // Files written by editors and `echo` end in a newline that is no part of the token.
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  if (token.empty() || token.find_first_of(" \t\r\n") != std::string::npos) {
-    return ltserve::InvalidArgument("--grpc-bearer-token-file '" + flags.grpc_bearer_token_file +
-                                    "' must hold one token on one line, without spaces");
+// Null when no flag asks for a check.
+ltserve::Result<std::shared_ptr<ltserve::CallAuthorizer>> Authorizer(const Flags& flags,
+                                                                   ltserve::Metrics* metrics) {
+  if (flags.grpc_bearer_token_file.empty() && flags.grpc_restricted_protocols.empty()) {
+    return std::shared_ptr<ltserve::CallAuthorizer>();
   }
-  return token;
+  std::vector<ltserve::RestrictedProtocol> groups;
+  for (const std::string& flag : flags.grpc_restricted_protocols) {
+    LTSERVE_ASSIGN_OR_RETURN(ltserve::RestrictedProtocol group,
+                             ltserve::ParseRestrictedProtocol(flag));
+    groups.push_back(std::move(group));
+  }
+  LTSERVE_ASSIGN_OR_RETURN(
+      std::unique_ptr<ltserve::CallAuthorizer> authorizer,
+      ltserve::CallAuthorizer::Create(flags.grpc_bearer_token_file, std::move(groups),
+                                      [metrics](const char* protocol) {
+                                        metrics->CountUnauthenticated(protocol);
+                                      }));
+  return std::shared_ptr<ltserve::CallAuthorizer>(std::move(authorizer));
+}
+
+// Modification times of the token files, to reload them when one changes.
+std::vector<std::filesystem::file_time_type> FileTimes(
+    const std::vector<std::filesystem::path>& files) {
+  std::vector<std::filesystem::file_time_type> times;
+  for (const auto& file : files) {
+    std::error_code error;
+    times.push_back(std::filesystem::last_write_time(file, error));
+  }
+  return times;
+}
+
+void ReloadTokens(ltserve::CallAuthorizer& authorizer, const char* why) {
+  if (ltserve::Status reloaded = authorizer.Reload(); reloaded.ok()) {
+    spdlog::info("tokens reloaded ({})", why);
+  } else {
+    spdlog::error("tokens not reloaded ({}), the previous ones stay in force: {}", why,
+                  reloaded.message());
+  }
+}
+
+// Waits for SIGTERM or SIGINT; meanwhile reloads the token files on SIGHUP and whenever one of
+// them changes (checked every refresh interval). Returns the signal that ends the wait.
+int WaitForExitSignal(const sigset_t& signals, ltserve::CallAuthorizer* authorizer,
+                      unsigned refresh_s) {
+  const std::vector<std::filesystem::path> files =
+      authorizer != nullptr ? authorizer->Files() : std::vector<std::filesystem::path>();
+  auto times = FileTimes(files);
+  const timespec interval{static_cast<time_t>(std::max(1u, refresh_s)), 0};
+  while (true) {
+    const int signal_number = sigtimedwait(&signals, nullptr, &interval);
+    if (signal_number == SIGTERM || signal_number == SIGINT) return signal_number;
+    if (authorizer == nullptr) continue;
+    if (signal_number == SIGHUP) {
+      ReloadTokens(*authorizer, "SIGHUP");
+      times = FileTimes(files);
+    } else if (auto now = FileTimes(files); now != times) {
+      ReloadTokens(*authorizer, "a token file changed");
+      times = std::move(now);
+    }
+  }
 }
 
 int Run(const Flags& flags) {
@@ -174,6 +239,7 @@ int Run(const Flags& flags) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ltserve::MetricsOptions metrics_options;
@@ -187,8 +253,8 @@ int Run(const Flags& flags) {
   ltserve::ServerLifecycle lifecycle;
   lifecycle.strict_readiness = flags.strict_readiness;
   auto credentials = GrpcCredentials(flags);
-  auto token = BearerToken(flags);
-  for (const ltserve::Status& status : {credentials.status(), token.status()}) {
+  auto authorizer = Authorizer(flags, metrics->get());
+  for (const ltserve::Status& status : {credentials.status(), authorizer.status()}) {
     if (!status.ok()) {
       spdlog::critical("{}", status.message());
       return 2;
@@ -196,7 +262,7 @@ int Run(const Flags& flags) {
   }
   ltserve::InferenceServiceOptions service_options;
   service_options.max_response_bytes = static_cast<std::size_t>(flags.grpc_max_send_bytes);
-  service_options.bearer_token = std::move(token).value();
+  service_options.authorizer = *authorizer;
   ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION, std::move(service_options));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -255,7 +321,7 @@ int Run(const Flags& flags) {
   spdlog::info("ltserve {} listening: grpc={}:{} http={} tls={} auth={}", LTSERVE_VERSION,
                flags.host, grpc_port, http ? std::to_string(http->port()) : std::string("off"),
                flags.grpc_use_ssl_mutual ? "mutual" : flags.grpc_use_ssl ? "on" : "off",
-               flags.grpc_bearer_token_file.empty() ? "off" : "bearer");
+               *authorizer ? (*authorizer)->Describe() : std::string("off"));
 
   ltserve::RepositoryOptions repository_options;
   repository_options.repository = flags.model_repository;
@@ -274,8 +340,8 @@ int Run(const Flags& flags) {
   std::size_t total = (*repository)->States().size();
   spdlog::info("ltserve ready={}: {} of {} model(s) serving", ready, loaded, total);
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number =
+      WaitForExitSignal(signals, authorizer->get(), flags.grpc_credentials_refresh_s);
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -357,8 +423,19 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-root-cert", flags.grpc_root_cert,
                  "PEM CA certificate(s) that client certificates must chain to (mutual TLS)");
   app.add_option("--grpc-bearer-token-file", flags.grpc_bearer_token_file,
-                 "File holding a token every inference.GRPCInferenceService call must send as "
-                 "'authorization: Bearer <token>' (grpc.health.v1 stays open)");
+                 "File of tokens, one a line: every inference.GRPCInferenceService call of a "
+                 "protocol no --grpc-restricted-protocol names must send "
+                 "'authorization: Bearer <token>' (grpc.health.v1 stays open); reloaded on "
+                 "SIGHUP and when the file changes");
+  app.add_option("--grpc-restricted-protocol", flags.grpc_restricted_protocols,
+                 "<protocols>:<header>=<value>: calls of these protocols (health, metadata, "
+                 "inference, model-config, model-repository, statistics, logging, "
+                 "shared-memory, trace) must carry the header; a value @<file> accepts each "
+                 "line of the file (for 'authorization', tokens sent as 'Bearer <token>'). "
+                 "Repeatable");
+  app.add_option("--grpc-credentials-refresh-interval", flags.grpc_credentials_refresh_s,
+                 "Seconds between checks of the certificate and token files for changes")
+      ->capture_default_str()->check(CLI::Range(1u, 86400u));
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")
       ->delimiter(',');

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "grpc/call_auth.h"
 #include "grpc_service.grpc.pb.h"
 #include "repository/model_repository.h"
 #include "repository/server_lifecycle.h"
@@ -25,9 +26,10 @@ struct InferenceServiceOptions {
   // An inference whose outputs add up to more than this is answered RESOURCE_EXHAUSTED instead
   // of being copied into a response gRPC would refuse to send.
   std::size_t max_response_bytes = SIZE_MAX;
-  // Non-empty: every call must carry the metadata "authorization: Bearer <token>", else it is
-  // answered UNAUTHENTICATED. grpc.health.v1 is a separate service and stays open to probes.
-  std::string bearer_token;
+  // Null: every call is open. Otherwise each method's protocol is checked by it and a refused
+  // call is answered UNAUTHENTICATED. grpc.health.v1 is a separate service and stays open to
+  // probes. Shared: the server's signal handling reloads it while calls are checked.
+  std::shared_ptr<const CallAuthorizer> authorizer;
 };
 
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
@@ -91,12 +93,14 @@ class InferenceService final : public RawInferenceService {
   }
 
  private:
-  bool Authorized(const grpc::CallbackServerContext& context) const;
+  // OK, or UNAUTHENTICATED saying what the protocol's calls must carry.
+  Status Authorize(Protocol protocol, const grpc::CallbackServerContext& context) const;
 
   // The methods answered at once: parse, serve, serialize.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                  Protocol protocol,
                                   Status (InferenceService::*serve)(const Request&, Response*));
   Status ServeServerLive(const inference::ServerLiveRequest& request,
                          inference::ServerLiveResponse* response);

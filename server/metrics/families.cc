@@ -46,6 +46,8 @@ MetricFamilies::MetricFamilies()
                                 "Model load and warm-up time, by execution path.")),
       model_ready(Gauge(registry, "ltserve_model_ready", "1 when the model serves requests.")),
       build_info(Gauge(registry, "ltserve_build_info",
-                       "Always 1; the labels say the version and whether CUDA was built in.")) {}
+                       "Always 1; the labels say the version and whether CUDA was built in.")),
+      unauthenticated(Counter(registry, "ltserve_grpc_unauthenticated_total",
+                              "gRPC calls refused UNAUTHENTICATED (a missing or wrong token), by protocol.")) {}
 
 }  // namespace ltserve

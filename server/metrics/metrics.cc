@@ -95,6 +95,10 @@ void Metrics::SetModelReady(const std::string& model, const std::string& version
   families_->model_ready.Add(ModelLabels(model, version)).Set(ready ? 1 : 0);
 }
 
+void Metrics::CountUnauthenticated(const std::string& protocol) {
+  families_->unauthenticated.Add({{"protocol", protocol}}).Increment();
+}
+
 std::string Metrics::Serialize() {
   if (gpu_ != nullptr) gpu_->Refresh();
   std::ostringstream out;

@@ -57,6 +57,8 @@ class Metrics {
   void SetModelLoad(const std::string& model, const std::string& version, const char* path,
                     double load_seconds);
   void SetModelReady(const std::string& model, const std::string& version, bool ready);
+  // ltserve_grpc_unauthenticated_total{protocol}: one call refused for a missing or wrong token.
+  void CountUnauthenticated(const std::string& protocol);
 
   // Prometheus text format (version 0.0.4). Reads the GPU gauges first, so they are as fresh
   // as the scrape.
