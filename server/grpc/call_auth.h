@@ -20,6 +20,7 @@
 
 #include <grpcpp/support/string_ref.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
