@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grpc/call_auth.h"
@@ -227,6 +229,32 @@ TEST_F(CallAuthTest, EachRefusalIsReportedWithItsProtocol) {
   (void)(*authorizer)->Check(Protocol::kInference, Metadata{{"authorization", "Bearer t"}}.map);
   (void)(*authorizer)->Check(Protocol::kModelRepository, Metadata{{"authorization", "x"}}.map);
   EXPECT_EQ(refused, (std::vector<std::string>{"inference", "model-repository"}));
+}
+
+// Calls are checked on gRPC's threads while SIGHUP reloads: every check sees one whole token
+// table, the old or the new (scripts/sanitize.sh tsan runs this for races).
+TEST_F(CallAuthTest, ChecksDuringReloadsSeeTheOldTokensOrTheNew) {
+  const fs::path tokens = Write("tokens", "old\n");
+  auto authorizer = CallAuthorizer::Create(tokens, {});
+  ASSERT_TRUE(authorizer.ok());
+  Write("tokens", "old\nnew\n");
+  std::atomic<bool> stop{false};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> checkers;
+  for (int i = 0; i < 4; ++i) {
+    checkers.emplace_back([&] {
+      const Metadata old_token{{"authorization", "Bearer old"}};
+      while (!stop.load()) {
+        if (!(*authorizer)->Check(Protocol::kInference, old_token.map).ok()) refused.fetch_add(1);
+      }
+    });
+  }
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE((*authorizer)->Reload().ok());
+  stop.store(true);
+  for (std::thread& checker : checkers) checker.join();
+  EXPECT_EQ(refused.load(), 0);  // "old" is in both tables
+  EXPECT_TRUE(
+      (*authorizer)->Check(Protocol::kInference, Metadata{{"authorization", "Bearer new"}}.map).ok());
 }
 
 }  // namespace
