@@ -50,6 +50,8 @@ DEBIAN_PACKAGES=(
   prometheus                # promtool, to check the metrics exposition in tests
   gnuplot-nox               # latency-throughput plots of the load generator
   libb64-0d                 # perf_analyzer (shipped in the tritonclient wheel) links libb64
+  clang libclang-rt-dev     # libFuzzer targets (scripts/fuzz.sh)
+  openssl                   # certificates made by the TLS tests
 )
 
 [[ $PROFILE == release ]] && DEBIAN_PACKAGES=("${RELEASE_PACKAGES[@]}")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (idempotently), builds, and runs every test: the GoogleTest suites through ctest, then
-# the Python end-to-end and compatibility suites against the real server, then the container
-# images (scripts/container-test.sh: built, run and checked). GPU tests skip, saying why, on a
-# machine without a GPU.
+# the Python end-to-end and compatibility suites against the real server, a short fuzz run of
+# each libFuzzer target, then the container images (scripts/container-test.sh: built, run and
+# checked). GPU tests skip, saying why, on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -24,6 +24,13 @@ fi
   --ignore=tests/python/test_shared_memory.py || status=1
 .venv/bin/python -m pytest tests/python/test_triton_*.py tests/python/test_shared_memory.py -ra -q ||
   status=1
+# A short fuzz run of every libFuzzer target (60 s each; FUZZ_SECONDS) from the seed corpus:
+# about 7 minutes of CI with its clang build (bench/RESULTS.md, "Fuzzing").
+if [[ ${LTSERVE_FUZZ_TEST:-1} == 0 ]]; then
+  echo "SKIP: fuzz targets not run (LTSERVE_FUZZ_TEST=0)"
+else
+  ./scripts/fuzz.sh || status=1
+fi
 # The container images, built and checked for real (podman, or docker where its daemon runs).
 if [[ ${LTSERVE_CONTAINER_TEST:-1} == 0 ]]; then
   echo "SKIP: container images not built or checked (LTSERVE_CONTAINER_TEST=0)"

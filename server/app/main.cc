@@ -7,6 +7,9 @@
 // whether every accepted request finished.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -21,12 +24,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "grpc/call_auth.h"
 #include "grpc/inference_service.h"
 #include "grpc/protobuf_log.h"
 #include "http/http_server.h"
@@ -83,6 +88,10 @@ struct Flags {
   std::string http_bearer_token_file;
   // Triton's --http-max-input-size and its default.
   std::size_t http_max_input_size = 64 << 20;
+  std::vector<std::string> grpc_restricted_protocols;
+  // How often certificate and token files are checked for changes (SIGHUP reloads tokens at
+  // once; gRPC's file watcher only polls).
+  unsigned grpc_credentials_refresh_s = 60;
   std::vector<double> latency_buckets_s;
   // Triton's model control.
   std::string model_control_mode = "none";
@@ -178,29 +187,108 @@ ltserve::Result<TlsFiles> ReadTlsFiles(const TlsFlags& tls, const std::string& p
 // certificate that --grpc-root-cert signed, or its handshake fails.
 ltserve::Result<std::shared_ptr<grpc::ServerCredentials>> GrpcCredentials(const Flags& flags) {
   if (!flags.grpc_tls.on()) return grpc::InsecureServerCredentials();
-  LTSERVE_ASSIGN_OR_RETURN(TlsFiles files, ReadTlsFiles(flags.grpc_tls, "grpc"));
-  grpc::SslServerCredentialsOptions options(
-      flags.grpc_tls.use_ssl_mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                                    : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  pair.cert_chain = std::move(files.cert_chain);
-  pair.private_key = std::move(files.private_key);
-  options.pem_key_cert_pairs.push_back(std::move(pair));
-  options.pem_root_certs = std::move(files.root_certs);
-  return grpc::SslServerCredentials(options);
+  // Read once here so that a missing or empty file stops the start with its name; gRPC's
+  // watcher reads them again whenever they change, so a renewed certificate serves new
+  // handshakes without a restart (open connections keep theirs).
+  LTSERVE_RETURN_IF_ERROR(ReadTlsFiles(flags.grpc_tls, "grpc").status());
+  const bool mutual = flags.grpc_tls.use_ssl_mutual;
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      flags.grpc_tls.server_key, flags.grpc_tls.server_cert,
+      mutual ? flags.grpc_tls.root_cert : std::string(), flags.grpc_credentials_refresh_s);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (mutual) {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
 }
 
-// `flag` names the option in messages ("--grpc-bearer-token-file").
-ltserve::Result<std::string> BearerToken(const std::string& path, const std::string& flag) {
-  if (path.empty()) return std::string();
-  LTSERVE_ASSIGN_OR_RETURN(std::string token, ReadSmallFile(path, flag.c_str()));
-  // Files written by editors and `echo` end in a newline that is no part of the token.
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  if (token.empty() || token.find_first_of(" \t\r\n") != std::string::npos) {
-    return ltserve::InvalidArgument(flag + " '" + path +
-                                    "' must hold one token on one line, without spaces");
+// Null when no flag asks for a check.
+ltserve::Result<std::shared_ptr<ltserve::CallAuthorizer>> GrpcAuthorizer(const Flags& flags,
+                                                                       ltserve::Metrics* metrics) {
+  if (flags.grpc_bearer_token_file.empty() && flags.grpc_restricted_protocols.empty()) {
+    return std::shared_ptr<ltserve::CallAuthorizer>();
   }
-  return token;
+  std::vector<ltserve::RestrictedProtocol> groups;
+  for (const std::string& flag : flags.grpc_restricted_protocols) {
+    LTSERVE_ASSIGN_OR_RETURN(ltserve::RestrictedProtocol group,
+                             ltserve::ParseRestrictedProtocol(flag));
+    groups.push_back(std::move(group));
+  }
+  LTSERVE_ASSIGN_OR_RETURN(
+      std::unique_ptr<ltserve::CallAuthorizer> authorizer,
+      ltserve::CallAuthorizer::Create(flags.grpc_bearer_token_file, std::move(groups),
+                                      [metrics](const char* protocol) {
+                                        metrics->CountUnauthenticated("grpc");
+                                        metrics->CountGrpcUnauthenticated(protocol);
+                                      }));
+  return std::shared_ptr<ltserve::CallAuthorizer>(std::move(authorizer));
+}
+
+// The HTTP port's tokens (--http-bearer-token-file); null when none is asked for.
+ltserve::Result<std::shared_ptr<ltserve::CallAuthorizer>> HttpAuthorizer(const Flags& flags,
+                                                                       ltserve::Metrics* metrics) {
+  if (flags.http_bearer_token_file.empty()) return std::shared_ptr<ltserve::CallAuthorizer>();
+  LTSERVE_ASSIGN_OR_RETURN(
+      std::unique_ptr<ltserve::CallAuthorizer> authorizer,
+      ltserve::CallAuthorizer::Create(
+          flags.http_bearer_token_file, {},
+          [metrics](const char*) { metrics->CountUnauthenticated("http"); },
+          "--http-bearer-token-file"));
+  return std::shared_ptr<ltserve::CallAuthorizer>(std::move(authorizer));
+}
+
+// Modification times of the token files, to reload them when one changes.
+std::vector<std::filesystem::file_time_type> FileTimes(
+    const std::vector<std::filesystem::path>& files) {
+  std::vector<std::filesystem::file_time_type> times;
+  for (const auto& file : files) {
+    std::error_code error;
+    times.push_back(std::filesystem::last_write_time(file, error));
+  }
+  return times;
+}
+
+void ReloadTokens(ltserve::CallAuthorizer& authorizer, const char* why) {
+  if (ltserve::Status reloaded = authorizer.Reload(); reloaded.ok()) {
+    spdlog::info("tokens reloaded ({})", why);
+  } else {
+    spdlog::error("tokens not reloaded ({}), the previous ones stay in force: {}", why,
+                  reloaded.message());
+  }
+}
+
+// Waits for SIGTERM or SIGINT; meanwhile reloads each authorizer's token files on SIGHUP and
+// whenever one of them changes (checked every refresh interval). Returns the signal that ends
+// the wait. Null authorizers are skipped.
+int WaitForExitSignal(const sigset_t& signals,
+                      const std::vector<ltserve::CallAuthorizer*>& authorizers,
+                      unsigned refresh_s) {
+  std::vector<std::vector<std::filesystem::path>> files;
+  std::vector<std::vector<std::filesystem::file_time_type>> times;
+  for (ltserve::CallAuthorizer* authorizer : authorizers) {
+    files.push_back(authorizer != nullptr ? authorizer->Files()
+                                          : std::vector<std::filesystem::path>());
+    times.push_back(FileTimes(files.back()));
+  }
+  const timespec interval{static_cast<time_t>(std::max(1u, refresh_s)), 0};
+  while (true) {
+    const int signal_number = sigtimedwait(&signals, nullptr, &interval);
+    if (signal_number == SIGTERM || signal_number == SIGINT) return signal_number;
+    for (std::size_t i = 0; i < authorizers.size(); ++i) {
+      if (authorizers[i] == nullptr) continue;
+      if (signal_number == SIGHUP) {
+        ReloadTokens(*authorizers[i], "SIGHUP");
+        times[i] = FileTimes(files[i]);
+      } else if (auto now = FileTimes(files[i]); now != times[i]) {
+        ReloadTokens(*authorizers[i], "a token file changed");
+        times[i] = std::move(now);
+      }
+    }
+  }
 }
 
 // Plaintext unless --http-use-ssl; mutual TLS as for gRPC. httplib reads the files itself.
@@ -245,6 +333,7 @@ int Run(const Flags& flags) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ltserve::MetricsOptions metrics_options;
@@ -258,11 +347,11 @@ int Run(const Flags& flags) {
   ltserve::ServerLifecycle lifecycle;
   lifecycle.strict_readiness = flags.strict_readiness;
   auto credentials = GrpcCredentials(flags);
-  auto token = BearerToken(flags.grpc_bearer_token_file, "--grpc-bearer-token-file");
-  auto http_token = BearerToken(flags.http_bearer_token_file, "--http-bearer-token-file");
+  auto authorizer = GrpcAuthorizer(flags, metrics->get());
+  auto http_authorizer = HttpAuthorizer(flags, metrics->get());
   auto http_options = HttpOptions(flags);
-  for (const ltserve::Status& status : {credentials.status(), token.status(), http_token.status(),
-                                        http_options.status()}) {
+  for (const ltserve::Status& status : {credentials.status(), authorizer.status(),
+                                        http_authorizer.status(), http_options.status()}) {
     if (!status.ok()) {
       spdlog::critical("{}", status.message());
       return 2;
@@ -270,11 +359,7 @@ int Run(const Flags& flags) {
   }
   ltserve::InferenceServiceOptions service_options;
   service_options.max_response_bytes = static_cast<std::size_t>(flags.grpc_max_send_bytes);
-  service_options.bearer_token = std::move(token).value();
-  const auto count_unauthenticated = [m = metrics->get()](std::string_view protocol) {
-    m->CountUnauthenticated(protocol);
-  };
-  service_options.on_unauthenticated = count_unauthenticated;
+  service_options.authorizer = *authorizer;
   ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION, std::move(service_options));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -324,8 +409,7 @@ int Run(const Flags& flags) {
     };
     handlers.metrics = [m = metrics->get()] { return m->Serialize(); };
     ltserve::KServeHttpOptions api_options;
-    api_options.bearer_token = std::move(http_token).value();
-    api_options.on_unauthenticated = count_unauthenticated;
+    api_options.authorizer = *http_authorizer;
     kserve_http = std::make_unique<ltserve::KServeHttp>(&service, std::move(api_options));
     handlers.api = [api = kserve_http.get()](const ltserve::HttpRequest& request) {
       return api->Handle(request);
@@ -343,9 +427,9 @@ int Run(const Flags& flags) {
                LTSERVE_VERSION, flags.host, grpc_port,
                http ? std::to_string(http->port()) : std::string("off"),
                flags.grpc_tls.mode(),
-               flags.grpc_bearer_token_file.empty() ? "off" : "bearer",
+               *authorizer ? (*authorizer)->Describe() : std::string("off"),
                flags.http_tls.mode(),
-               flags.http_bearer_token_file.empty() ? "off" : "bearer");
+               *http_authorizer ? (*http_authorizer)->Describe() : std::string("off"));
 
   ltserve::RepositoryOptions repository_options;
   repository_options.repository = flags.model_repository;
@@ -377,8 +461,9 @@ int Run(const Flags& flags) {
   spdlog::info("ltserve ready={}: {} of {} model version(s) serving (model control {})", ready,
                loaded, total, flags.model_control_mode);
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number =
+      WaitForExitSignal(signals, {authorizer->get(), http_authorizer->get()},
+                        flags.grpc_credentials_refresh_s);
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -449,16 +534,27 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   AddTlsOptions(app, "grpc", "gRPC", &flags.grpc_tls);
   app.add_option("--grpc-bearer-token-file", flags.grpc_bearer_token_file,
-                 "File holding a token every inference.GRPCInferenceService call must send as "
-                 "'authorization: Bearer <token>' (grpc.health.v1 stays open)");
+                 "File of tokens, one a line: every inference.GRPCInferenceService call of a "
+                 "protocol no --grpc-restricted-protocol names must send "
+                 "'authorization: Bearer <token>' (grpc.health.v1 stays open); reloaded on "
+                 "SIGHUP and when the file changes");
   AddTlsOptions(app, "http", "the HTTP port (metrics, health, KServe v2 REST)", &flags.http_tls);
   app.add_option("--http-bearer-token-file", flags.http_bearer_token_file,
-                 "File holding a token every KServe v2 REST request must send as "
+                 "File of tokens, one a line: every KServe v2 REST request must send "
                  "'Authorization: Bearer <token>' (/metrics and /v2/health/*, model readiness "
-                 "stay open)");
+                 "stay open); reloaded with the gRPC token files");
   app.add_option("--http-max-input-size", flags.http_max_input_size,
                  "Largest HTTP request body in bytes, after decompression; larger ones get 413")
       ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+  app.add_option("--grpc-restricted-protocol", flags.grpc_restricted_protocols,
+                 "<protocols>:<header>=<value>: calls of these protocols (health, metadata, "
+                 "inference, model-config, model-repository, statistics, logging, "
+                 "shared-memory, trace) must carry the header; a value @<file> accepts each "
+                 "line of the file (for 'authorization', tokens sent as 'Bearer <token>'). "
+                 "Repeatable");
+  app.add_option("--grpc-credentials-refresh-interval", flags.grpc_credentials_refresh_s,
+                 "Seconds between checks of the certificate and token files for changes")
+      ->capture_default_str()->check(CLI::Range(1u, 86400u));
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")
       ->delimiter(',');

@@ -96,15 +96,6 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const response_bytes_;
 };
 
-constexpr const char* kUnauthenticated =
-    "this server requires the metadata 'authorization: Bearer <token>' with its token";
-
-grpc::ServerUnaryReactor* FinishUnauthenticated(grpc::CallbackServerContext* context) {
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnauthenticated));
-  return reactor;
-}
-
 // Parses a method's request. libprotobuf says why a message does not parse only in its log
 // (invalid UTF-8 in field X, say); that line is taken back for the client's message.
 Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message* message) {
@@ -121,17 +112,6 @@ Status ParseRequest(const grpc::ByteBuffer& raw, google::protobuf::Message* mess
                          (why.empty() ? std::string(" (malformed protobuf)") : ": " + why));
 }
 
-// Compares every byte whatever the first difference, so that the time taken does not tell a
-// client how much of a guessed token was right.
-bool ConstantTimeEqual(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char difference = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    difference |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return difference == 0;
-}
-
 std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerContext& context) {
   const auto deadline = context.deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) {
@@ -146,26 +126,10 @@ std::chrono::steady_clock::time_point SteadyDeadline(const grpc::CallbackServerC
 
 }  // namespace
 
-bool BearerAccepted(std::span<const std::string_view> authorization, std::string_view token) {
-  if (token.empty()) return true;
-  constexpr std::string_view kScheme = "Bearer ";
-  for (std::string_view value : authorization) {
-    if (value.substr(0, kScheme.size()) == kScheme &&
-        ConstantTimeEqual(value.substr(kScheme.size()), token)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-bool InferenceService::Authorized(const grpc::CallbackServerContext& context) const {
-  if (options_.bearer_token.empty()) return true;
-  std::vector<std::string_view> values;
-  const auto [first, last] = context.client_metadata().equal_range("authorization");
-  for (auto it = first; it != last; ++it) values.emplace_back(it->second.data(), it->second.size());
-  if (BearerAccepted(values, options_.bearer_token)) return true;
-  if (options_.on_unauthenticated) options_.on_unauthenticated("grpc");
-  return false;
+Status InferenceService::Authorize(Protocol protocol,
+                                   const grpc::CallbackServerContext& context) const {
+  if (options_.authorizer == nullptr) return Status::Ok();
+  return options_.authorizer->Check(protocol, context.client_metadata());
 }
 
 Result<ModelRepository*> InferenceService::Repository() const {
@@ -177,9 +141,12 @@ Result<ModelRepository*> InferenceService::Repository() const {
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* InferenceService::Unary(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
-    grpc::ByteBuffer* raw_response, Status (InferenceService::*serve)(const Request&, Response*)) {
+    grpc::ByteBuffer* raw_response, Protocol protocol,
+    Status (InferenceService::*serve)(const Request&, Response*)) {
   last_call_arrival_.store(std::chrono::steady_clock::now().time_since_epoch().count());
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
+  if (Status authorized = Authorize(protocol, *context); !authorized.ok()) {
+    return FinishNow(context, authorized);
+  }
   Request request;
   if (Status parsed = ParseRequest(*raw_request, &request); !parsed.ok()) {
     return FinishNow(context, parsed);
@@ -198,43 +165,50 @@ grpc::ServerUnaryReactor* InferenceService::Unary(
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeServerLive);
+  return Unary(context, request, response, Protocol::kHealth,
+               &InferenceService::ServeServerLive);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeServerReady);
+  return Unary(context, request, response, Protocol::kHealth,
+               &InferenceService::ServeServerReady);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeModelReady);
+  return Unary(context, request, response, Protocol::kHealth,
+               &InferenceService::ServeModelReady);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ServerMetadata(grpc::CallbackServerContext* context,
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeServerMetadata);
+  return Unary(context, request, response, Protocol::kMetadata,
+               &InferenceService::ServeServerMetadata);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelMetadata(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeModelMetadata);
+  return Unary(context, request, response, Protocol::kMetadata,
+               &InferenceService::ServeModelMetadata);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeModelConfig);
+  return Unary(context, request, response, Protocol::kModelConfig,
+               &InferenceService::ServeModelConfig);
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(grpc::CallbackServerContext* context,
                                                             const grpc::ByteBuffer* request,
                                                             grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeModelStatistics);
+  return Unary(context, request, response, Protocol::kStatistics,
+               &InferenceService::ServeModelStatistics);
 }
 
 Status InferenceService::ServeServerLive(const inference::ServerLiveRequest&,
@@ -334,13 +308,15 @@ Status InferenceService::ServeModelStatistics(const inference::ModelStatisticsRe
 grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(grpc::CallbackServerContext* context,
                                                             const grpc::ByteBuffer* request,
                                                             grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeRepositoryIndex);
+  return Unary(context, request, response, Protocol::kModelRepository,
+               &InferenceService::ServeRepositoryIndex);
 }
 
 grpc::ServerUnaryReactor* InferenceService::LogSettings(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeLogSettings);
+  return Unary(context, request, response, Protocol::kLogging,
+               &InferenceService::ServeLogSettings);
 }
 
 Status InferenceService::ServeRepositoryIndex(const inference::RepositoryIndexRequest& request,
@@ -414,7 +390,9 @@ grpc::ServerUnaryReactor* InferenceService::Control(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response, void (InferenceService::*serve)(const Request&, ControlDone)) {
   last_call_arrival_.store(std::chrono::steady_clock::now().time_since_epoch().count());
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
+  if (Status authorized = Authorize(Protocol::kModelRepository, *context); !authorized.ok()) {
+    return FinishNow(context, authorized);
+  }
   Request request;
   if (Status parsed = ParseRequest(*raw_request, &request); !parsed.ok()) {
     return FinishNow(context, parsed);
@@ -485,8 +463,8 @@ class RefusedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InferenceService::ModelStreamInfer(
     grpc::CallbackServerContext* context) {
   last_call_arrival_.store(std::chrono::steady_clock::now().time_since_epoch().count());
-  if (!Authorized(*context)) {
-    return new RefusedStream(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnauthenticated));
+  if (Status authorized = Authorize(Protocol::kInference, *context); !authorized.ok()) {
+    return new RefusedStream(ToGrpcStatus(authorized));
   }
   return new StreamInferReactor(this, SteadyDeadline(*context), &last_call_arrival_);
 }
@@ -634,7 +612,9 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        grpc::ByteBuffer* raw_response) {
   const auto arrival = std::chrono::steady_clock::now();
   last_call_arrival_.store(arrival.time_since_epoch().count());
-  if (!Authorized(*context)) return FinishUnauthenticated(context);
+  if (Status authorized = Authorize(Protocol::kInference, *context); !authorized.ok()) {
+    return FinishNow(context, authorized);
+  }
   auto message = std::make_unique<inference::ModelInferRequest>();
   if (Status parsed = ParseRequest(*raw_request, message.get()); !parsed.ok()) {
     return FinishNow(context, parsed);
@@ -649,32 +629,38 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
 // The shared-memory RPCs; what they do is in shared_memory_service.cc.
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeSystemSharedMemoryStatus);
+  return Unary(context, request, response, Protocol::kSharedMemory,
+               &InferenceService::ServeSystemSharedMemoryStatus);
 }
 
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeSystemSharedMemoryRegister);
+  return Unary(context, request, response, Protocol::kSharedMemory,
+               &InferenceService::ServeSystemSharedMemoryRegister);
 }
 
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeSystemSharedMemoryUnregister);
+  return Unary(context, request, response, Protocol::kSharedMemory,
+               &InferenceService::ServeSystemSharedMemoryUnregister);
 }
 
 grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryStatus(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeCudaSharedMemoryStatus);
+  return Unary(context, request, response, Protocol::kSharedMemory,
+               &InferenceService::ServeCudaSharedMemoryStatus);
 }
 
 grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryRegister(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeCudaSharedMemoryRegister);
+  return Unary(context, request, response, Protocol::kSharedMemory,
+               &InferenceService::ServeCudaSharedMemoryRegister);
 }
 
 grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryUnregister(grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-  return Unary(context, request, response, &InferenceService::ServeCudaSharedMemoryUnregister);
+  return Unary(context, request, response, Protocol::kSharedMemory,
+               &InferenceService::ServeCudaSharedMemoryUnregister);
 }
 
 }  // namespace ltserve

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "grpc/call_auth.h"
 #include "grpc/pending_inference.h"
 #include "grpc_service.grpc.pb.h"
 #include "repository/model_repository.h"
@@ -38,16 +39,11 @@ struct InferenceServiceOptions {
   // An inference whose outputs add up to more than this is answered RESOURCE_EXHAUSTED instead
   // of being copied into a response gRPC would refuse to send.
   std::size_t max_response_bytes = SIZE_MAX;
-  // Non-empty: every call must carry the metadata "authorization: Bearer <token>", else it is
-  // answered UNAUTHENTICATED. grpc.health.v1 is a separate service and stays open to probes.
-  std::string bearer_token;
-  // Told of each call refused for its token, with the protocol ("grpc"); may be empty.
-  std::function<void(std::string_view protocol)> on_unauthenticated;
+  // Null: every call is open. Otherwise each method's protocol is checked by it and a refused
+  // call is answered UNAUTHENTICATED. grpc.health.v1 is a separate service and stays open to
+  // probes. Shared: the server's signal handling reloads it while calls are checked.
+  std::shared_ptr<const CallAuthorizer> authorizer;
 };
-
-// Whether one of `authorization` (the values of the authorization header or metadata) is
-// "Bearer <token>"; true when `token` is empty (no token configured). Compares in constant time.
-bool BearerAccepted(std::span<const std::string_view> authorization, std::string_view token);
 
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
 // parse with UNIMPLEMENTED and no message, where a client needs INVALID_ARGUMENT and the reason.
@@ -198,12 +194,14 @@ class InferenceService final : public RawInferenceService {
   }
 
  private:
-  bool Authorized(const grpc::CallbackServerContext& context) const;
+  // OK, or UNAUTHENTICATED saying what the protocol's calls must carry.
+  Status Authorize(Protocol protocol, const grpc::CallbackServerContext& context) const;
 
   // The methods answered at once: parse, serve, serialize.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                  Protocol protocol,
                                   Status (InferenceService::*serve)(const Request&, Response*));
   // The loaded repository, or UNAVAILABLE while models are still loading.
   Result<ModelRepository*> Repository() const;

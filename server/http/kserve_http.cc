@@ -396,12 +396,21 @@ HttpReply KServeHttp::SharedMemory(const HttpRequest& request,
 }
 
 HttpReply KServeHttp::Handle(const HttpRequest& request) const {
-  if (!BearerAccepted(request.HeaderValues("Authorization"), options_.bearer_token)) {
-    if (options_.on_unauthenticated) options_.on_unauthenticated("http");
-    HttpReply reply = ErrorReply(
-        401, "this server requires the header 'Authorization: Bearer <token>' with its token");
-    reply.headers.emplace_back("WWW-Authenticate", "Bearer");
-    return reply;
+  if (options_.authorizer != nullptr) {
+    // The authorizer reads gRPC's metadata type; HTTP's header names are case-insensitive and
+    // gRPC's keys lower case.
+    ClientMetadata metadata;
+    for (std::string_view value : request.HeaderValues("Authorization")) {
+      metadata.emplace("authorization", grpc::string_ref(value.data(), value.size()));
+    }
+    if (Status checked = options_.authorizer->Check(Protocol::kInference, metadata);
+        !checked.ok()) {
+      HttpReply reply = ErrorReply(
+          401, "this server requires the header 'Authorization: Bearer <token>' with one of "
+               "its tokens");
+      reply.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return reply;
+    }
   }
   const std::vector<std::string> path = Segments(request.path);
   const bool get = request.method == "GET" || request.method == "HEAD";

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,10 +37,10 @@
 namespace ltserve {
 
 struct KServeHttpOptions {
-  // Non-empty: every request must carry "Authorization: Bearer <token>", else 401.
-  std::string bearer_token;
-  // Told of each request refused for its token, with the protocol ("http"); may be empty.
-  std::function<void(std::string_view protocol)> on_unauthenticated;
+  // Null: every request is open. Otherwise every request must carry "Authorization: Bearer
+  // <token>" with one of its tokens, else 401. Shared: the server reloads its token file while
+  // requests are checked.
+  std::shared_ptr<const CallAuthorizer> authorizer;
 };
 
 class KServeHttp {

@@ -48,6 +48,8 @@ MetricFamilies::MetricFamilies()
       unauthenticated(Counter(registry, "ltserve_unauthenticated_requests_total",
                               "Requests refused for a missing or wrong bearer token, by protocol.")),
       build_info(Gauge(registry, "ltserve_build_info",
-                       "Always 1; the labels say the version and whether CUDA was built in.")) {}
+                       "Always 1; the labels say the version and whether CUDA was built in.")),
+      grpc_unauthenticated(Counter(registry, "ltserve_grpc_unauthenticated_total",
+                              "gRPC calls refused UNAUTHENTICATED (a missing or wrong token), by protocol.")) {}
 
 }  // namespace ltserve

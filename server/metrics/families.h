@@ -38,6 +38,7 @@ struct MetricFamilies {
   prometheus::Family<prometheus::Gauge>& model_ready;
   prometheus::Family<prometheus::Counter>& unauthenticated;
   prometheus::Family<prometheus::Gauge>& build_info;
+  prometheus::Family<prometheus::Counter>& grpc_unauthenticated;
 
   std::mutex load_mutex;
   // The load-duration series of each {model, version}, to drop it when a reload changes `path`.

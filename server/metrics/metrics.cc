@@ -99,6 +99,10 @@ void Metrics::CountUnauthenticated(std::string_view protocol) {
   families_->unauthenticated.Add({{"protocol", std::string(protocol)}}).Increment();
 }
 
+void Metrics::CountGrpcUnauthenticated(std::string_view protocol) {
+  families_->grpc_unauthenticated.Add({{"protocol", std::string(protocol)}}).Increment();
+}
+
 std::string Metrics::Serialize() {
   if (gpu_ != nullptr) gpu_->Refresh();
   std::ostringstream out;

@@ -58,9 +58,12 @@ class Metrics {
   void SetModelLoad(const std::string& model, const std::string& version, const char* path,
                     double load_seconds);
   void SetModelReady(const std::string& model, const std::string& version, bool ready);
-
-  // ltserve_unauthenticated_requests_total{protocol}: one request refused for its token.
+  // ltserve_unauthenticated_requests_total{protocol}: one request refused for its token;
+  // `protocol` is the transport, "grpc" or "http".
   void CountUnauthenticated(std::string_view protocol);
+  // ltserve_grpc_unauthenticated_total{protocol}: one gRPC call refused, by Triton's protocol
+  // group of its method ("inference", "model-repository", ...).
+  void CountGrpcUnauthenticated(std::string_view protocol);
 
   // Prometheus text format (version 0.0.4). Reads the GPU gauges first, so they are as fresh
   // as the scrape.

@@ -283,6 +283,19 @@ TEST(MetricsTest, BuildInfoSaysVersionAndCuda) {
             1.0);
 }
 
+TEST(MetricsTest, UnauthenticatedCallsAreCountedByProtocol) {
+  auto metrics = MakeMetrics();
+  ASSERT_NE(metrics, nullptr);
+  metrics->CountGrpcUnauthenticated("inference");
+  metrics->CountGrpcUnauthenticated("inference");
+  metrics->CountGrpcUnauthenticated("model-config");
+  const Exposition x = Scrape(*metrics);
+  EXPECT_EQ(x.types.at("ltserve_grpc_unauthenticated_total"), "counter");
+  EXPECT_EQ(x.Value("ltserve_grpc_unauthenticated_total", {{"protocol", "inference"}}), 2.0);
+  EXPECT_EQ(x.Value("ltserve_grpc_unauthenticated_total", {{"protocol", "model-config"}}), 1.0);
+  EXPECT_FALSE(x.Value("ltserve_grpc_unauthenticated_total", {{"protocol", "health"}}).has_value());
+}
+
 TEST(MetricsTest, NoGpuGaugesWithoutNvml) {
   MetricsOptions options;
   options.nvml_library = "libltserve-test-no-such-nvml.so.1";

@@ -5,10 +5,13 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import re
 import shutil
+import signal
 import ssl
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import grpc
@@ -16,11 +19,15 @@ import numpy as np
 import pytest
 
 from ltserve_testing import SERVER_BINARY, copy_model, start_server
-from test_operations import scrape, value
+from test_operations import http_get, scrape, value
 from test_server import infer_request, output_array
 
 TINY, TINY_IN, TINY_OUT = "tiny_mlp", 16, 4
 CALL_TIMEOUT_S = 10.0
+# --grpc-credentials-refresh-interval in the reload tests, and how long they wait for a change
+# to be seen: a few intervals on a loaded machine.
+REFRESH_S = 1
+RELOAD_WAIT_S = 15.0
 # A refused handshake fails the call at once; the bound is for a machine under load.
 REFUSED_TIMEOUT_S = 10.0
 
@@ -72,9 +79,9 @@ def read(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def tls_channel(address: str, certs: Path, client: str | None = None):
+def tls_channel(address: str, certs: Path, client: str | None = None, ca: str = "ca"):
     credentials = grpc.ssl_channel_credentials(
-        root_certificates=read(certs / "ca.pem"),
+        root_certificates=read(certs / f"{ca}.pem"),
         private_key=read(certs / f"{client}.key") if client else None,
         certificate_chain=read(certs / f"{client}.pem") if client else None)
     return grpc.secure_channel(address, credentials)
@@ -164,7 +171,9 @@ def test_a_bearer_token_is_required_on_the_inference_service_only(tiny_repo, pb,
       "--grpc-server-key", "{certs}/server.key"], "--grpc-use-ssl-mutual needs --grpc-root-cert"),
     (["--grpc-use-ssl", "true", "--grpc-server-cert", "{certs}/missing.pem",
       "--grpc-server-key", "{certs}/server.key"], "--grpc-server-cert '"),
-    (["--grpc-bearer-token-file", "{certs}/missing-token"], "--grpc-bearer-token-file '"),
+    (["--grpc-bearer-token-file", "{certs}/missing-token"], "--grpc-bearer-token-file: '"),
+    (["--grpc-restricted-protocol", "inference:authorization"], "--grpc-restricted-protocol '"),
+    (["--grpc-restricted-protocol", "admin:x-key=1"], "unknown protocol 'admin'"),
     (["--http-use-ssl", "true"], "--http-use-ssl needs --http-server-cert and --http-server-key"),
     (["--http-use-ssl-mutual", "true", "--http-server-cert", "{certs}/server.pem",
       "--http-server-key", "{certs}/server.key"], "--http-use-ssl-mutual needs --http-root-cert"),
@@ -172,7 +181,7 @@ def test_a_bearer_token_is_required_on_the_inference_service_only(tiny_repo, pb,
       "--http-server-key", "{certs}/missing.key"], "--http-server-key '"),
     (["--http-use-ssl", "true", "--http-server-cert", "{certs}/server.pem",
       "--http-server-key", "{certs}/client.key"], "OpenSSL cannot use the certificate"),
-    (["--http-bearer-token-file", "{certs}/missing-token"], "--http-bearer-token-file '"),
+    (["--http-bearer-token-file", "{certs}/missing-token"], "--http-bearer-token-file: '"),
 ])
 def test_security_flags_that_cannot_work_stop_the_start(tiny_repo, certs, args, message):
     args = [a.format(certs=certs) for a in args]
@@ -250,6 +259,61 @@ def test_http_tls_serves_clients_that_trust_its_ca_and_not_plaintext(tiny_repo, 
         assert server.terminate() == 0, server.log()
 
 
+def unauthenticated_count(server, protocol: str) -> float:
+    _, text = http_get(server.http_port, "/metrics")
+    match = re.search(r'^ltserve_grpc_unauthenticated_total\{protocol="%s"\} (\S+)$' % protocol,
+                      text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def call_code(call, message, metadata) -> grpc.StatusCode:
+    try:
+        call(message, metadata=metadata, timeout=CALL_TIMEOUT_S)
+        return grpc.StatusCode.OK
+    except grpc.RpcError as error:
+        return error.code()
+
+
+def wait_for_code(call, message, metadata, code) -> None:
+    deadline = time.monotonic() + RELOAD_WAIT_S
+    while call_code(call, message, metadata) != code:
+        assert time.monotonic() < deadline, f"still not {code} after {RELOAD_WAIT_S} s"
+        time.sleep(0.1)
+
+
+def bearer(token: str):
+    return [("authorization", f"Bearer {token}")]
+
+
+def test_model_control_takes_its_own_tokens_and_refusals_are_counted(tiny_repo, pb, tmp_path):
+    users, admins = tmp_path / "users", tmp_path / "admins"
+    users.write_text("user-1\nuser-2\n")
+    admins.write_text("admin-1\n")
+    server = start_server(tiny_repo, "--grpc-bearer-token-file", str(users),
+                          "--grpc-restricted-protocol",
+                          f"model-repository,model-config:authorization=@{admins}")
+    try:
+        assert "auth=bearer+restricted" in server.log()
+        stub = pb.service_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_address))
+        _, infer = infer_request(pb, TINY, np.zeros((1, TINY_IN), np.float32))
+        config = pb.service.ModelConfigRequest(name=TINY)
+        index = pb.service.RepositoryIndexRequest()
+        for token in ("user-1", "user-2"):
+            assert call_code(stub.ModelInfer, infer, bearer(token)) == grpc.StatusCode.OK
+            assert call_code(stub.ModelConfig, config, bearer(token)) == \
+                grpc.StatusCode.UNAUTHENTICATED
+        assert call_code(stub.ModelInfer, infer, bearer("admin-1")) == \
+            grpc.StatusCode.UNAUTHENTICATED
+        assert call_code(stub.ModelInfer, infer, None) == grpc.StatusCode.UNAUTHENTICATED
+        assert call_code(stub.ModelConfig, config, bearer("admin-1")) == grpc.StatusCode.OK
+        assert call_code(stub.RepositoryIndex, index, bearer("admin-1")) == grpc.StatusCode.OK
+        assert unauthenticated_count(server, "inference") == 2
+        assert unauthenticated_count(server, "model-config") == 2
+        assert unauthenticated_count(server, "model-repository") == 0
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
 def test_http_mutual_tls_refuses_a_client_without_a_valid_certificate(tiny_repo, certs):
     server = start_server(tiny_repo, "--http-use-ssl-mutual", "true",
                           "--http-server-cert", str(certs / "server.pem"),
@@ -261,6 +325,40 @@ def test_http_mutual_tls_refuses_a_client_without_a_valid_certificate(tiny_repo,
         assert_http_refused(server.http_port, tls_context(certs))              # no certificate
         assert_http_refused(server.http_port, tls_context(certs, "stranger"))  # another CA's
         assert_http_refused(server.http_port, None)
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+def test_tokens_reload_on_sighup_and_on_a_file_change(tiny_repo, pb, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("first\n")
+    server = start_server(tiny_repo, "--grpc-bearer-token-file", str(tokens),
+                          "--grpc-credentials-refresh-interval", "3600")
+    try:
+        stub = pb.service_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_address))
+        live = pb.service.ServerLiveRequest()
+        assert call_code(stub.ServerLive, live, bearer("first")) == grpc.StatusCode.OK
+        tokens.write_text("second\n")
+        # The interval is an hour: only the signal can have reloaded it.
+        server.process.send_signal(signal.SIGHUP)
+        wait_for_code(stub.ServerLive, live, bearer("second"), grpc.StatusCode.OK)
+        assert call_code(stub.ServerLive, live, bearer("first")) == grpc.StatusCode.UNAUTHENTICATED
+        # A reload that fails keeps the tokens in force and says why.
+        tokens.write_text("")
+        server.process.send_signal(signal.SIGHUP)
+        server.wait_for_log(r"tokens not reloaded \(SIGHUP\).*holds no token", RELOAD_WAIT_S)
+        assert call_code(stub.ServerLive, live, bearer("second")) == grpc.StatusCode.OK
+    finally:
+        assert server.terminate() == 0, server.log()
+    tokens.write_text("first\n")
+    server = start_server(tiny_repo, "--grpc-bearer-token-file", str(tokens),
+                          "--grpc-credentials-refresh-interval", str(REFRESH_S))
+    try:
+        stub = pb.service_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_address))
+        live = pb.service.ServerLiveRequest()
+        tokens.write_text("third\n")
+        wait_for_code(stub.ServerLive, live, bearer("third"), grpc.StatusCode.OK)
+        assert "tokens reloaded (a token file changed)" in server.log()
     finally:
         assert server.terminate() == 0, server.log()
 
@@ -305,5 +403,37 @@ def test_an_http_body_over_the_limit_is_413_even_when_it_arrives_compressed(tiny
             assert status == 413, answer
             assert "4096 bytes (--http-max-input-size)" in json.loads(answer)["error"]
         assert https_request(port, None, "GET", "/v2/health/live")[0] == 200
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+def test_a_renewed_certificate_serves_new_connections_without_a_restart(tiny_repo, certs, pb,
+                                                                        tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    for suffix in ("pem", "key"):
+        shutil.copy(certs / f"server.{suffix}", served / f"server.{suffix}")
+    server = start_server(tiny_repo, "--grpc-use-ssl", "true",
+                          "--grpc-server-cert", str(served / "server.pem"),
+                          "--grpc-server-key", str(served / "server.key"),
+                          "--grpc-credentials-refresh-interval", str(REFRESH_S))
+    try:
+        assert_serves(tls_channel(server.grpc_address, certs), pb)
+        # The renewal comes from another CA: only a reloaded server passes the other CA's check.
+        make_leaf(certs, "other_ca", "renewed")
+        for suffix in ("key", "pem"):
+            shutil.copy(certs / f"renewed.{suffix}", served / f"server.{suffix}.new")
+            (served / f"server.{suffix}.new").rename(served / f"server.{suffix}")
+        deadline = time.monotonic() + RELOAD_WAIT_S
+        while True:
+            channel = tls_channel(server.grpc_address, certs, ca="other_ca")
+            stub = pb.service_grpc.GRPCInferenceServiceStub(channel)
+            code = call_code(stub.ServerLive, pb.service.ServerLiveRequest(), None)
+            channel.close()
+            if code == grpc.StatusCode.OK:
+                break
+            assert time.monotonic() < deadline, f"the renewed certificate is not served: {code}"
+            time.sleep(0.2)
+        assert_refused(tls_channel(server.grpc_address, certs), pb)  # the old CA no longer fits
     finally:
         assert server.terminate() == 0, server.log()

@@ -1,0 +1,68 @@
+// libFuzzer target: the graph reading of the lowering. The input is TorchScript
+// IR text (the form `graph.toString()` prints a frozen forward in); torch's IR
+// parser builds the graph, with empty tensors for tensor constants, and the
+// chain walker reads it as a row model of width 37, then the plan builder takes
+// the steps it found. This is the instrumented half of the TorchScript loader:
+// the walker's every branch is ltserve code.
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/script.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "torch/chain_walker.h"
+#include "torch/lowering.h"
+
+namespace {
+
+// Whether a parenthesised list of integers ("Float(3, 37, ...") multiplies to more than `limit`.
+// parseIR allocates each tensor constant at its declared shape, so a mutated "Float(99999999,
+// 99999999)" would ask torch for terabytes (the fuzzer's first finding, a harness artefact: a
+// model file's tensors are as large as its file). The walker's rules never turn on sizes
+// like that, so such inputs are skipped.
+bool DeclaresHugeShape(const std::string& text, double limit) {
+  for (std::size_t open = text.find('('); open != std::string::npos;
+       open = text.find('(', open + 1)) {
+    double elements = 1;
+    const char* at = text.c_str() + open + 1;
+    while (*at >= '0' && *at <= '9') {
+      char* end = nullptr;
+      elements *= std::strtod(at, &end);  // HUGE_VAL past double's range; never throws
+      at = end;
+      while (*at == ',' || *at == ' ') ++at;
+    }
+    if (elements > limit) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  if (DeclaresHugeShape(text, /*limit=*/1 << 20)) return 0;
+  auto graph = std::make_shared<torch::jit::Graph>();
+  try {
+    torch::jit::parseIR(text, graph.get(), /*parse_tensor_constants=*/true);
+  } catch (const std::exception&) {
+    return 0;  // not IR: torch's parser, not ltserve's, refused it
+  }
+  try {
+    ltserve::lowering::ChainWalker walker(/*input_rank=*/1,
+                                          /*has_batch_dim=*/true);
+    auto steps = walker.Walk(*graph);
+    if (!steps.ok()) {
+      if (steps.status().message().empty()) std::abort();
+      return 0;
+    }
+    auto plan = ltserve::lowering::BuildPlan(*steps, 37);
+    if (!plan.ok() && plan.status().message().empty()) std::abort();
+  } catch (const std::exception&) {
+    // ChainSteps catches what the walker throws (torch's checks on a malformed
+    // graph) and answers UNIMPLEMENTED; a throw here is that same refusal.
+  }
+  return 0;
+}
