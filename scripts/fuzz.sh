@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 PYTHON=${PYTHON:-.venv/bin/python}
-ALL_TARGETS=(fuzz_request_decoder fuzz_model_config fuzz_torch_graph fuzz_torch_loader)
+ALL_TARGETS=(fuzz_request_decoder fuzz_model_config fuzz_http_json fuzz_torch_graph fuzz_torch_loader)
 
 long=0
 if [[ ${1:-} == --long ]]; then
