@@ -8,6 +8,7 @@
 //
 // Usage: ltserve_gpu_encoder_bench MODEL_DIR [max_batch]   (MODEL_DIR/encoder.pt and
 // encoder_nested.pt from bench/export_bench_models.py; max_batch × 128 is the token budget)
+#include <cuda_profiler_api.h>
 #include <torch/script.h>
 
 #include <cmath>
@@ -441,11 +442,32 @@ void PrintTokenIds(GpuForwardTimer& embeddings_in, const plan::Plan& encoder,
 
 }  // namespace
 
+// --profile BATCH: one replay of the batch's graph (sequences of kSeq tokens) between
+// cudaProfilerStart and Stop, after warm-up passes outside them, so that
+// `ncu --profile-from-start off` sees exactly one forward pass's kernels (scripts/gpu.sh).
+int ProfileOnePass(GpuForwardTimer& timer, std::int64_t batch) {
+  const std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch),
+                                          static_cast<std::int32_t>(kSeq));
+  auto warm = timer.TimeTokenForward(lengths, 5);
+  if (!warm.ok()) {
+    std::fprintf(stderr, "warm-up: %s\n", warm.status().ToString().c_str());
+    return 1;
+  }
+  if (cudaProfilerStart() != cudaSuccess) return 1;
+  auto once = timer.TimeTokenForward(lengths, 1);
+  if (cudaProfilerStop() != cudaSuccess || !once.ok()) return 1;
+  std::printf("batch %ld: warm pass %.1f us, profiled pass %.1f us\n", static_cast<long>(batch),
+              warm.value(), once.value());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH]\n", argv[0]);
     return 2;
   }
+  const std::int64_t profile_batch =
+      argc > 4 && std::string(argv[3]) == "--profile" ? std::stoll(argv[4]) : 0;
   std::string reason;
   if (!ltserve::GpuAvailable(&reason) || !torch::cuda::is_available()) {
     std::fprintf(stderr, "no GPU: %s\n", reason.c_str());
@@ -490,6 +512,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "encoder: loaded in %.1f s: %s\n",
                  std::chrono::duration<double>(Clock::now() - load_start).count(),
                  factory->Describe().c_str());
+    if (profile_batch > 0) return ProfileOnePass(*timer.value(), profile_batch);
 
     const double peak = MeasurePeakTflops();
     const double copy = MeasureCopyTBps();
