@@ -19,12 +19,16 @@
 #   DEVICE          cpu (default) or gpu: ltserve's models on KIND_GPU, Triton's torch on cuda
 #   PRECISION       fp32 (default on cpu, the only one there) or bf16 (default on gpu)
 #   PYTHON          the python that has torch (default .venv/bin/python, else python3)
-#   TRITON_TARBALL  a tarball from bench/serving/make_triton_tarball.sh; else TRITON_WHEEL (the
+#   TRITON_TARBALL  (paths relative to the repository root) a tarball from bench/serving/make_triton_tarball.sh; else TRITON_WHEEL (the
 #                   wheel; default .tri/nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl,
 #                   pip-downloaded when missing). Unpacked once into .tri/triton.
 #   NUMPY_WHEEL     a numpy<2 wheel to install offline into the stub's environment
 #   PERF_ANALYZER   the client command (default scripts/perf_analyzer when .venv has it, else
 #                   the one in the Triton tarball)
+#   TRITON_TORCH_THREADS  torch.set_num_threads in Triton's model. Default 1 on the CPU: on the
+#                   2-core machine torch's own choice (2 threads) made Triton's throughput at
+#                   concurrency 16 ten times lower (bench/RESULTS.md), so the peer gets the
+#                   better setting; on the GPU torch's choice. Set it empty for torch's choice.
 #   MEASURE_MS      perf_analyzer's window (default 2000; three windows per measurement)
 #   OUT             where logs go (default a new temporary directory)
 #
@@ -47,23 +51,28 @@ case $PRECISION in fp32) TORCH_DTYPE=float32 ;; bf16) TORCH_DTYPE=bfloat16 ;; fp
   *) echo "PRECISION: fp32, bf16 or fp16" >&2; exit 2 ;; esac
 PYTHON=${PYTHON:-$([[ -x .venv/bin/python ]] && echo "$ROOT/.venv/bin/python" || command -v python3)}
 MEASURE_MS=${MEASURE_MS:-2000}
+TRITON_TORCH_THREADS=${TRITON_TORCH_THREADS-$([[ $DEVICE == cpu ]] && echo 1 || true)}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 TRI=$ROOT/.tri/triton
 TS=$TRI/pytriton/tritonserver
 
 # --- Triton, unpacked once -------------------------------------------------------------------
-if [[ ! -x $TS/bin/tritonserver ]]; then
+WHEEL=${TRITON_WHEEL:-$ROOT/.tri/nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl}
+SOURCE=${TRITON_TARBALL:-$WHEEL}
+if [[ ! -x $TS/bin/tritonserver || $(cat "$TRI/.from" 2> /dev/null) != "$SOURCE" ]]; then
   rm -rf "$TRI"
   mkdir -p "$ROOT/.tri"
   if [[ -n ${TRITON_TARBALL:-} ]]; then
-    tar -C "$ROOT/.tri" -xf "$TRITON_TARBALL"
+    # Python's tarfile, not tar: xz may not be installed where the tarball is carried to.
+    "$PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="tar")' \
+      "$TRITON_TARBALL" "$ROOT/.tri"
   else
-    WHEEL=${TRITON_WHEEL:-$ROOT/.tri/nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl}
-    [[ -f $WHEEL ]] || "$PYTHON" -m pip download -q --no-deps -d "$ROOT/.tri" nvidia-pytriton==0.7.0
+    [[ -f $WHEEL ]] || "$PYTHON" -m pip download -q --no-deps -d "$(dirname "$WHEEL")" nvidia-pytriton==0.7.0
     "$PYTHON" -m zipfile -e "$WHEEL" "$TRI"
     chmod +x "$TS/bin/tritonserver" "$TS"/python_backend_stubs/*/triton_python_backend_stub
   fi
+  echo "$SOURCE" > "$TRI/.from"
 fi
 PYVER=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 STUB=$TS/python_backend_stubs/$PYVER/triton_python_backend_stub
@@ -89,7 +98,7 @@ if [[ ! -f $ENV_DIR/.made-for || $(cat "$ENV_DIR/.made-for") != "$TORCH_SITE" ]]
   if [[ -n ${NUMPY_WHEEL:-} ]]; then
     "$PYTHON" -m pip install -q --no-index --no-deps --target "$ENV_SITE" "$NUMPY_WHEEL" || true
   else
-    "$PYTHON" -m pip install -q --no-deps --target "$ENV_SITE" "numpy<2" || true
+    "$PYTHON" -m pip install -q --retries 0 --timeout 10 --no-deps --target "$ENV_SITE" "numpy<2" || true
   fi
   # After the environment's own site-packages: its numpy<2 comes first, torch from TORCH_SITE.
   echo "$TORCH_SITE" > "$ENV_SITE/zz_torch_site.pth"
@@ -126,7 +135,8 @@ triton_config() { # name model_py source_config [parameters...]
     for p in "$@"; do echo "parameters { key: \"${p%%=*}\" value { string_value: \"${p#*=}\" } }"; done
   } > "$TREPO/$name/config.pbtxt"
 }
-triton_config demo_mlp torch_model.py "$REPO/demo_mlp/config.pbtxt" DEVICE=$TDEVICE DTYPE=$TORCH_DTYPE
+triton_config demo_mlp torch_model.py "$REPO/demo_mlp/config.pbtxt" DEVICE=$TDEVICE DTYPE=$TORCH_DTYPE \
+  ${TRITON_TORCH_THREADS:+THREADS=$TRITON_TORCH_THREADS}
 cp "$REPO/demo_mlp/1/model.pt" "$TREPO/demo_mlp/1/model.pt"
 # The identity model takes tiny_mlp's input and gives it back: output = input's shape.
 triton_config identity identity.py "$REPO/tiny_mlp/config.pbtxt"
@@ -154,7 +164,7 @@ print(*(s.getsockname()[1] for s in socks))')
   > "$OUT/triton.log" 2>&1 &
 TRITON=$!
 for _ in $(seq 1 600); do
-  grep -q "Started GRPCInferenceService" "$OUT/triton.log" && break
+  grep -qs "Started GRPCInferenceService" "$OUT/triton.log" && break
   kill -0 "$TRITON" 2> /dev/null || break
   sleep 0.2
 done
@@ -241,7 +251,8 @@ echo "machine: nproc $(nproc); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 [[ $DEVICE == gpu ]] && echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "load average (1/5/15 min): before $LOAD_BEFORE, after $LOAD_AFTER"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-unknown}"); device $DEVICE, $PRECISION;" \
-  "Triton $TRITON_VERSION (python backend, stub $STUB_VERSIONS); client perf_analyzer -i grpc -b 1," \
+  "Triton $TRITON_VERSION (python backend, stub $STUB_VERSIONS, torch threads" \
+  "${TRITON_TORCH_THREADS:-as torch chooses}); client perf_analyzer -i grpc -b 1," \
   "${MEASURE_MS} ms windows"
 "$PYTHON" - "$OUT" "$LEVELS" <<'PY'
 import csv, sys

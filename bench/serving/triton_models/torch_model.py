@@ -7,7 +7,8 @@ Tensor(name, ndarray) comes back empty; DLPack is correct under NumPy 1 and 2 al
 
 Config parameters (string values): DEVICE (cpu | cuda, default cpu); DTYPE (float32 |
 bfloat16 | float16, default float32): the weights and the forward's input, the output going
-back as FP32, the config's type; MODEL_FILE (default model.pt, in the version directory).
+back as FP32, the config's type; MODEL_FILE (default model.pt, in the version directory);
+THREADS (torch's intra-op threads, default torch's own choice).
 """
 import json
 import os
@@ -23,6 +24,8 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        if params.get("THREADS"):
+            torch.set_num_threads(int(params["THREADS"]))
         self.device = torch.device(params.get("DEVICE", "cpu"))
         self.dtype = DTYPES[params.get("DTYPE", "float32")]
         path = os.path.join(args["model_repository"], args["model_version"],
