@@ -19,15 +19,16 @@
 #   DEVICE          cpu (default) or gpu: ltserve's models on KIND_GPU, Triton's torch on cuda
 #   PRECISION       fp32 (default on cpu, the only one there) or bf16 (default on gpu)
 #   PYTHON          the python that has torch (default .venv/bin/python, else python3)
-#   TRITON_TARBALL  (paths relative to the repository root) a tarball from bench/serving/make_triton_tarball.sh; else TRITON_WHEEL (the
-#                   wheel; default .tri/nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl,
-#                   pip-downloaded when missing). Unpacked once into .tri/triton.
+#   TRITON_TARBALL  a tarball from bench/serving/make_triton_tarball.sh; else TRITON_WHEEL, the
+#                   wheel (default .tri/nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl,
+#                   pip-downloaded when missing). Unpacked into .tri/triton, again only when the
+#                   source changes. Paths here are relative to the repository root.
 #   NUMPY_WHEEL     a numpy<2 wheel to install offline into the stub's environment
 #   PERF_ANALYZER   the client command (default scripts/perf_analyzer when .venv has it, else
 #                   the one in the Triton tarball)
 #   TRITON_TORCH_THREADS  torch.set_num_threads in Triton's model. Default 1 on the CPU: on the
 #                   2-core machine torch's own choice (2 threads) made Triton's throughput at
-#                   concurrency 16 ten times lower (bench/RESULTS.md), so the peer gets the
+#                   concurrency 16 6-11 times lower (bench/RESULTS.md), so the peer gets the
 #                   better setting; on the GPU torch's choice. Set it empty for torch's choice.
 #   MEASURE_MS      perf_analyzer's window (default 2000; three windows per measurement)
 #   OUT             where logs go (default a new temporary directory)
