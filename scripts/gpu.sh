@@ -132,7 +132,8 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
   # tarball (bench/serving/make_triton_tarball.sh), which TRITON_TARBALL names.
   if [[ $build_status == 0 && -n ${TRITON_TARBALL:-} ]]; then
     echo "== ltserve against Triton (bench/serving/triton_peer.sh, DEVICE=gpu)"
-    DEVICE=gpu OUT=$OUT/triton_peer bench/serving/triton_peer.sh build-device 2>&1 |
+    # Its repositories, logs and CSV files stay in build-device/triton_peer; the table comes back.
+    DEVICE=gpu OUT=$ROOT/build-device/triton_peer bench/serving/triton_peer.sh build-device 2>&1 |
       tee "$OUT/triton_peer.txt"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   fi
