@@ -155,5 +155,14 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
       tee "$OUT/served_encoder_bf16.txt"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   fi
+  # A real Triton as the peer (bench/serving/triton_peer.sh): its stripped server travels as a
+  # tarball (bench/serving/make_triton_tarball.sh), which TRITON_TARBALL names.
+  if [[ $build_status == 0 && -n ${TRITON_TARBALL:-} ]]; then
+    echo "== ltserve against Triton (bench/serving/triton_peer.sh, DEVICE=gpu)"
+    # Its repositories, logs and CSV files stay in build-device/triton_peer; the table comes back.
+    DEVICE=gpu OUT=$ROOT/build-device/triton_peer bench/serving/triton_peer.sh build-device 2>&1 |
+      tee "$OUT/triton_peer.txt"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+  fi
 fi
 exit $status
