@@ -98,9 +98,16 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     mkdir -p /tmp/ltserve-site/cuda
     echo "from cuda.bindings.runtime import *  # noqa" > /tmp/ltserve-site/cuda/cudart.py
   fi
-  python3 -c "import transformers, tritonclient.grpc, numpy; print('transformers', transformers.__version__, 'numpy', numpy.__version__); from cuda import cudart; print('cuda.cudart ok')" \
+  # ... and cuda.cuda, the driver API, likewise in cuda.bindings.driver.
+  if ! python3 -c "from cuda import cuda" 2> /dev/null &&
+     python3 -c "import cuda.bindings.driver" 2> /dev/null; then
+    mkdir -p /tmp/ltserve-site/cuda
+    echo "from cuda.bindings.driver import *  # noqa" > /tmp/ltserve-site/cuda/cuda.py
+  fi
+  python3 -c "import transformers, tritonclient.grpc, numpy; print('transformers', transformers.__version__, 'numpy', numpy.__version__); from cuda import cudart, cuda; print('cuda.cudart, cuda.cuda ok')" \
     >> "$OUT/pip.log" 2>&1
   if [[ $build_status == 0 && ${RUN_SERVED_TESTS:-1} == 1 ]]; then
+    if [[ ${RUN_ENCODER_TESTS:-1} == 1 ]]; then
     echo "== encoder tests served on the GPU (tests/python/test_encoder.py, KIND_GPU, fp32)"
     LTSERVE_TEST_DEVICE=gpu LTSERVE_BUILD_DIR=$ROOT/build-device \
       python3 -m pytest -q -p no:cacheprovider tests/python/test_encoder.py > "$OUT/served_tests.log" 2>&1 ||
@@ -113,6 +120,7 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
         > "$OUT/served_hf_$precision.log" 2>&1 || status=1
       tail -3 "$OUT/served_hf_$precision.log"
     done
+    fi
     echo "== CUDA shared memory (tests/python/test_shared_memory.py -k cuda)"
     # tritonclient's cuda_shared_memory needs cuda-python (cuda.cudart) and tritonclient[grpc];
     # without them (no wheels in .whl/) the test skips and says which is missing.

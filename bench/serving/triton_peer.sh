@@ -253,7 +253,7 @@ echo
 echo "machine: nproc $(nproc); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 [[ $DEVICE == gpu ]] && echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "load average (1/5/15 min): before $LOAD_BEFORE, after $LOAD_AFTER"
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-unknown}"); device $DEVICE, $PRECISION;" \
+echo "commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}; device $DEVICE, $PRECISION;" \
   "Triton $TRITON_VERSION (python backend, stub $STUB_VERSIONS, torch threads" \
   "${TRITON_TORCH_THREADS:-as torch chooses}); client perf_analyzer -i grpc -b 1," \
   "${MEASURE_MS} ms windows"

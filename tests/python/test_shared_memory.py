@@ -24,6 +24,8 @@ shm = pytest.importorskip("tritonclient.utils.shared_memory",
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 BATCH = 3
+# Bound for outputs computed in bf16 (the CUDA round trip on the GPU).
+BF16_RTOL, BF16_ATOL = 2e-2, 5e-3
 INPUT_BYTES = BATCH * IN_FEATURES * 4
 OUTPUT_BYTES = BATCH * OUT_FEATURES * 4
 
@@ -315,7 +317,11 @@ def test_cuda_shared_memory_round_trip(triton, ltserve_server):
         output.set_shared_memory("cuda-out", OUTPUT_BYTES)
         triton.infer(MODEL, [tensor], outputs=[output], client_timeout=CALL_TIMEOUT_S)
         written = cudashm.get_contents_as_numpy(handle_out, np.float32, [BATCH, OUT_FEATURES])
-        np.testing.assert_allclose(written, reference(ltserve_server.repo, data), rtol=RTOL, atol=ATOL)
+        # On the GPU demo_mlp runs in bf16, the GPU's default precision (8 bits of mantissa: the
+        # H200 gave 9.4e-4 at most against outputs of about 0.1); a region read at a wrong
+        # offset or a missed write gives unrelated values, far outside this bound.
+        np.testing.assert_allclose(written, reference(ltserve_server.repo, data),
+                                   rtol=BF16_RTOL, atol=BF16_ATOL)
     finally:
         triton.unregister_cuda_shared_memory()
         cudashm.destroy_shared_memory_region(handle_in)
