@@ -7,9 +7,11 @@ A kernel is called bandwidth-bound when its DRAM throughput is at least 60 % of 
 compute-bound when its SM throughput is, and latency-bound otherwise: too little work in flight
 (few CTAs, a short body, ramp-up and tail) to load either unit.
 
-Usage: python3 bench/profile/ncu_summary.py ncu.csv [wall_us]
-  wall_us: the graph replay's own time, to compare with the sum of its kernels (the rest is the
-  gaps between dependent kernels).
+Usage: python3 bench/profile/ncu_summary.py ncu.csv [passes]
+  passes: how many forward passes the CSV holds (ltserve_gpu_encoder_bench --profile replays the
+  graph twice: a warm-up replay, then the timed one); launches and totals are given per pass.
+Under ncu each kernel runs alone with its caches flushed, so the per-pass sum is an upper bound
+on the graph's own time (ltserve_gpu_encoder_bench's table), not the same quantity.
 """
 from __future__ import annotations
 
@@ -73,33 +75,29 @@ def verdict(k: dict) -> str:
 
 def main() -> int:
     kernels = read(sys.argv[1])
-    wall_us = float(sys.argv[2]) if len(sys.argv) > 2 else None
+    passes = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     groups: OrderedDict[tuple, list[dict]] = OrderedDict()
     for k in kernels:
         groups.setdefault((k["name"], k["grid"], k["block"]), []).append(k)
-    total_ns = sum(k.get(TIME, 0) for k in kernels)
-    print("| kernel | grid | block | launches | µs each | µs total | % of kernel time | MB each | GB/s "
+    total_ns = sum(k.get(TIME, 0) for k in kernels) / passes
+    print("| kernel | grid | block | launches a pass | µs each | µs a pass | % of kernel time | MB each | GB/s "
           "| DRAM % peak | SM % peak | occupancy % | bound |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for (name, grid, block), ks in sorted(groups.items(), key=lambda g: -sum(k.get(TIME, 0) for k in g[1])):
-        n = len(ks)
-        mean = lambda m: sum(k.get(m, 0) for k in ks) / n  # noqa: E731
+        mean = lambda m: sum(k.get(m, 0) for k in ks) / len(ks)  # noqa: E731
+        n = len(ks) / passes
         ns = mean(TIME)
         nbytes = mean(READ) + mean(WRITE)
-        print(f"| {name} | {grid} | {block} | {n} | {ns / 1e3:.2f} | {ns * n / 1e3:.1f} "
+        print(f"| {name} | {grid} | {block} | {n:g} | {ns / 1e3:.2f} | {ns * n / 1e3:.1f} "
               f"| {100 * ns * n / total_ns:.1f} | {nbytes / 1e6:.2f} | {nbytes / ns if ns else 0:.0f} "
               f"| {mean(DRAM_PCT):.0f} | {mean(SM_PCT):.0f} | {mean(OCCUPANCY):.0f} | {verdict(ks[0])} |")
     counts = OrderedDict()
     for k in kernels:
-        counts[verdict(k)] = counts.get(verdict(k), 0) + k.get(TIME, 0)
+        counts[verdict(k)] = counts.get(verdict(k), 0) + k.get(TIME, 0) / passes
     print()
-    print(f"{len(kernels)} kernels, {total_ns / 1e3:.1f} µs of kernel time under ncu (each kernel "
-          f"alone, serialised); by bound: " +
+    print(f"{len(kernels) / passes:g} kernels a pass, {total_ns / 1e3:.1f} µs of kernel time a pass "
+          f"under ncu (each kernel alone, caches flushed); by bound: " +
           ", ".join(f"{v} {t / 1e3:.1f} µs" for v, t in counts.items()))
-    if wall_us:
-        print(f"graph replay {wall_us:.1f} µs: kernels {100 * total_ns / 1e3 / wall_us:.0f} % of it, "
-              f"{wall_us - total_ns / 1e3:.1f} µs in the gaps between them "
-              f"({(wall_us - total_ns / 1e3) / max(len(kernels) - 1, 1):.2f} µs per boundary)")
     return 0
 
 
