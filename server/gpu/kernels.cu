@@ -85,113 +85,76 @@ __global__ void LayerNormKernel(const T* in, const T* residual, const float* gam
 // another cost one memory latency each.
 constexpr int kRowsPerBlock = kThreads / 32;
 
-// kRows rows per warp, their loads all issued before the first reduction: at batch 128 of
-// BERT-base (16,384 rows of 768) one row a warp kept a third of the DRAM bandwidth busy (Nsight
-// Compute: 35 % of peak, 42 % occupancy, bench/RESULTS.md), each warp waiting out one memory
-// latency for 1.5 KB; two rows a warp put twice the bytes in flight at the same occupancy.
-// Rows past the end load the last row (no branch in front of the loads) and store nothing.
-template <typename T, int kChunks, int kRows>
+template <typename T, int kChunks>
 __global__ void __launch_bounds__(kThreads)
     VectorLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
                           T* out, std::int64_t rows, int width, float eps) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  const std::int64_t first_row =
-      (blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32) * kRows;
-  if (first_row >= rows) return;
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
   const int lane = threadIdx.x % 32;
   const int chunks = width / kVec;
-  float v[kRows][kChunks][kVec];
+  const std::int64_t base = row * width;
+  float v[kChunks][kVec];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const std::int64_t base = min(first_row + r, rows - 1) * width;
+  for (int c = 0; c < kChunks; ++c) {
+    const std::int64_t at = base + min(lane + 32 * c, chunks - 1) * kVec;
+    const uint4 raw = *reinterpret_cast<const uint4*>(in + at);
+    const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const std::int64_t at = base + min(lane + 32 * c, chunks - 1) * kVec;
-      const uint4 raw = *reinterpret_cast<const uint4*>(in + at);
-      const T* e = reinterpret_cast<const T*>(&raw);
+    for (int k = 0; k < kVec; ++k) v[c][k] = Load(e, k);
+    if (residual != nullptr) {
+      const uint4 raw_r = *reinterpret_cast<const uint4*>(residual + at);
+      const T* r = reinterpret_cast<const T*>(&raw_r);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) v[r][c][k] = Load(e, k);
-      if (residual != nullptr) {
-        const uint4 raw_r = *reinterpret_cast<const uint4*>(residual + at);
-        const T* res = reinterpret_cast<const T*>(&raw_r);
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) v[r][c][k] += Load(res, k);
-      }
+      for (int k = 0; k < kVec; ++k) v[c][k] += Load(r, k);
     }
   }
+  float sum = 0.f;
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const std::int64_t row = first_row + r;
-    if (row >= rows) break;
-    const std::int64_t base = row * width;
-    float sum = 0.f;
+  for (int c = 0; c < kChunks; ++c) {
+    const bool valid = lane + 32 * c < chunks;
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const bool valid = lane + 32 * c < chunks;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        if (!valid) v[r][c][k] = 0.f;
-        sum += v[r][c][k];
-      }
-    }
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    const float mean = sum / static_cast<float>(width);
-    float sq = 0.f;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const bool valid = lane + 32 * c < chunks;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const float d = valid ? v[r][c][k] - mean : 0.f;
-        sq += d * d;
-      }
-    }
-    for (int offset = 16; offset > 0; offset /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
-    const float inv_std = rsqrtf(sq / static_cast<float>(width) + eps);
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int chunk = min(lane + 32 * c, chunks - 1);
-      // gamma and beta (fp32) a float4 at a time too: scalar loads of them would be 2·kVec load
-      // instructions per chunk, enough to make the kernel instruction-bound on wide batches.
-      float scale[kVec];
-      float shift[kVec];
-#pragma unroll
-      for (int k = 0; k < kVec; k += 4) {
-        const float4 g = gamma != nullptr
-                             ? *reinterpret_cast<const float4*>(gamma + chunk * kVec + k)
-                             : make_float4(1.f, 1.f, 1.f, 1.f);
-        const float4 b = beta != nullptr ? *reinterpret_cast<const float4*>(beta + chunk * kVec + k)
-                                         : make_float4(0.f, 0.f, 0.f, 0.f);
-        scale[k] = g.x, scale[k + 1] = g.y, scale[k + 2] = g.z, scale[k + 3] = g.w;
-        shift[k] = b.x, shift[k + 1] = b.y, shift[k + 2] = b.z, shift[k + 3] = b.w;
-      }
-      uint4 raw;
-      T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        Store(e, k, (v[r][c][k] - mean) * inv_std * scale[k] + shift[k]);
-      }
-      if (lane + 32 * c < chunks) *reinterpret_cast<uint4*>(out + base + chunk * kVec) = raw;
+    for (int k = 0; k < kVec; ++k) {
+      if (!valid) v[c][k] = 0.f;
+      sum += v[c][k];
     }
   }
-}
-
-// Two rows a warp once there are enough rows for every SM to hold several blocks of them
-// (132 SMs × 8 warps × 2 rows × 4 blocks); below that the grid would leave SMs idle, and a
-// latency-bound small batch gains nothing from more bytes per warp.
-constexpr std::int64_t kTwoRowsPerWarpFrom = 8192;
-
-template <typename T, int kChunks>
-void LaunchVectorLayerNorm(const T* x, const T* r, const float* gamma, const float* beta, T* y,
-                           std::int64_t rows, int width, float eps, cudaStream_t stream) {
-  if (rows >= kTwoRowsPerWarpFrom) {
-    const auto blocks = static_cast<unsigned>((rows + 2 * kRowsPerBlock - 1) / (2 * kRowsPerBlock));
-    VectorLayerNormKernel<T, kChunks, 2><<<blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y,
-                                                                          rows, width, eps);
-  } else {
-    const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    VectorLayerNormKernel<T, kChunks, 1><<<blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y,
-                                                                          rows, width, eps);
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  const float mean = sum / static_cast<float>(width);
+  float sq = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const bool valid = lane + 32 * c < chunks;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const float d = valid ? v[c][k] - mean : 0.f;
+      sq += d * d;
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+  const float inv_std = rsqrtf(sq / static_cast<float>(width) + eps);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int chunk = min(lane + 32 * c, chunks - 1);
+    // gamma and beta (fp32) a float4 at a time too: scalar loads of them would be 2·kVec load
+    // instructions per chunk, enough to make the kernel instruction-bound on wide batches.
+    float scale[kVec];
+    float shift[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; k += 4) {
+      const float4 g = gamma != nullptr ? *reinterpret_cast<const float4*>(gamma + chunk * kVec + k)
+                                        : make_float4(1.f, 1.f, 1.f, 1.f);
+      const float4 b = beta != nullptr ? *reinterpret_cast<const float4*>(beta + chunk * kVec + k)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+      scale[k] = g.x, scale[k + 1] = g.y, scale[k + 2] = g.z, scale[k + 3] = g.w;
+      shift[k] = b.x, shift[k + 1] = b.y, shift[k + 2] = b.z, shift[k + 3] = b.w;
+    }
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) Store(e, k, (v[c][k] - mean) * inv_std * scale[k] + shift[k]);
+    if (lane + 32 * c < chunks) *reinterpret_cast<uint4*>(out + base + chunk * kVec) = raw;
   }
 }
 
@@ -284,13 +247,13 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
   const std::int64_t lane_chunks = (width / kVec + 31) / 32;
   if (width % kVec == 0 && lane_chunks <= 4) {
     if (lane_chunks == 1) {
-      LaunchVectorLayerNorm<T, 1>(x, r, gamma, beta, y, rows, w, eps, stream);
+      VectorLayerNormKernel<T, 1><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
     } else if (lane_chunks == 2) {
-      LaunchVectorLayerNorm<T, 2>(x, r, gamma, beta, y, rows, w, eps, stream);
+      VectorLayerNormKernel<T, 2><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
     } else if (lane_chunks == 3) {  // 768 in 16-bit storage: no lane loads a chunk it drops
-      LaunchVectorLayerNorm<T, 3>(x, r, gamma, beta, y, rows, w, eps, stream);
+      VectorLayerNormKernel<T, 3><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
     } else {
-      LaunchVectorLayerNorm<T, 4>(x, r, gamma, beta, y, rows, w, eps, stream);
+      VectorLayerNormKernel<T, 4><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
     }
   } else if (width <= 32 * 8) {
     WarpLayerNormKernel<T, 8><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
