@@ -391,6 +391,37 @@ def test_an_http_bearer_token_guards_the_api_and_leaves_health_and_metrics_open(
         assert server.terminate() == 0, server.log()
 
 
+def http_status_with(port: int, token: str) -> int:
+    return https_request(port, None, "GET", "/v2", None, {"Authorization": f"Bearer {token}"})[0]
+
+
+def test_http_tokens_are_a_file_of_several_reloaded_on_sighup(tiny_repo, tmp_path):
+    tokens = tmp_path / "http-tokens"
+    tokens.write_text("# clients\nalpha\n\nbeta\n")
+    server = start_server(tiny_repo, "--http-bearer-token-file", str(tokens),
+                          "--grpc-credentials-refresh-interval", "3600")
+    port = server.http_port
+    try:
+        assert http_status_with(port, "alpha") == 200
+        assert http_status_with(port, "beta") == 200
+        assert http_status_with(port, "# clients") == 401
+        tokens.write_text("gamma\n")
+        # The interval is an hour: only the signal can have reloaded it.
+        server.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + RELOAD_WAIT_S
+        while http_status_with(port, "gamma") != 200:
+            assert time.monotonic() < deadline, "the new HTTP token is not accepted"
+            time.sleep(0.1)
+        assert http_status_with(port, "alpha") == 401
+        # A failed reload keeps the tokens in force and names the HTTP flag.
+        tokens.write_text("")
+        server.process.send_signal(signal.SIGHUP)
+        server.wait_for_log(r"tokens not reloaded \(SIGHUP\).*--http-bearer-token-file", RELOAD_WAIT_S)
+        assert http_status_with(port, "gamma") == 200
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
 def test_an_http_body_over_the_limit_is_413_even_when_it_arrives_compressed(tiny_repo):
     server = start_server(tiny_repo, "--http-max-input-size", "4096")
     port = server.http_port
