@@ -137,6 +137,22 @@ TEST_F(CallAuthTest, ATokenFileThatCannotServeStopsTheStart) {
   EXPECT_NE(missing.status().message().find("cannot be read"), std::string::npos);
 }
 
+// The HTTP port's authorizer: its messages name its own flag, and its bearer rule is reported as
+// one (Describe), whatever the flag is called.
+TEST_F(CallAuthTest, ATokenFileIsNamedByTheFlagItCameFrom) {
+  auto refused = CallAuthorizer::Create(Write("tokens", ""), {}, {}, "--http-bearer-token-file");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--http-bearer-token-file"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(refused.status().message().find("--grpc-"), std::string::npos)
+      << refused.status().message();
+  auto authorizer = CallAuthorizer::Create(Write("tokens", "t1\n"), {}, {}, "--http-bearer-token-file");
+  ASSERT_TRUE(authorizer.ok()) << authorizer.status().ToString();
+  EXPECT_EQ((*authorizer)->Describe(), "bearer");
+  const Metadata good{{"authorization", "Bearer t1"}};
+  EXPECT_TRUE((*authorizer)->Check(Protocol::kInference, good.map).ok());
+}
+
 TEST_F(CallAuthTest, InferenceAndModelControlTakeSeparateTokens) {
   const fs::path users = Write("users", "user-token\n");
   const fs::path admins = Write("admins", "admin-token\n");
