@@ -172,5 +172,19 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
       tee "$OUT/triton_peer.txt"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   fi
+  if [[ $build_status == 0 && ${RUN_SHM_BENCH:-1} == 1 ]]; then
+    # perf_analyzer with its CUDA 12 runtime: the one the Triton tarball carries, unpacked into
+    # .tri/triton by bench/serving/triton_peer.sh (the image has only CUDA 13's runtime).
+    PA_DIR=$ROOT/.tri/triton/perf_analyzer
+    if [[ -x $PA_DIR/perf_analyzer ]]; then
+      echo "== shared memory served (bench/serving/served_shm_bench.sh: MLP, batch 64, none/system/cuda)"
+      PERF_ANALYZER="env LD_LIBRARY_PATH=$PA_DIR/lib:$LD_LIBRARY_PATH $PA_DIR/perf_analyzer" \
+        bench/serving/served_shm_bench.sh build-device build-gpu-only/bench_models/mlp.pt 1024 1024 \
+        "$ROOT/build-device/shm_bench" 2>&1 | tee "$OUT/served_shm.txt"
+      [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    else
+      echo "== shared memory served: skipped, no perf_analyzer in .tri/triton (run with TRITON_TARBALL)"
+    fi
+  fi
 fi
 exit $status
