@@ -314,6 +314,53 @@ def test_model_control_takes_its_own_tokens_and_refusals_are_counted(tiny_repo, 
         assert server.terminate() == 0, server.log()
 
 
+def stream_code(stub, request, metadata) -> grpc.StatusCode:
+    """The status of a ModelStreamInfer carrying one request: OK when its one response came."""
+    try:
+        responses = stub.ModelStreamInfer(iter([request]), metadata=metadata, timeout=CALL_TIMEOUT_S)
+        answer = next(responses)
+        return grpc.StatusCode.OK if not answer.error_message else grpc.StatusCode.UNKNOWN
+    except grpc.RpcError as error:
+        return error.code()
+
+
+def test_load_unload_streaming_and_shared_memory_fall_in_their_protocol_groups(tiny_repo, pb,
+                                                                               tmp_path):
+    users, admins = tmp_path / "users", tmp_path / "admins"
+    users.write_text("user-1\n")
+    admins.write_text("admin-1\n")
+    server = start_server(tiny_repo, "--model-control-mode", "explicit", "--load-model", TINY,
+                          "--grpc-bearer-token-file", str(users),
+                          "--grpc-restricted-protocol", f"model-repository:authorization=@{admins}",
+                          "--grpc-restricted-protocol", "shared-memory:x-shm-key=k1")
+    try:
+        stub = pb.service_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_address))
+        load = pb.service.RepositoryModelLoadRequest(model_name=TINY)
+        unload = pb.service.RepositoryModelUnloadRequest(model_name=TINY)
+        shm_status = pb.service.SystemSharedMemoryStatusRequest()
+        _, infer = infer_request(pb, TINY, np.zeros((1, TINY_IN), np.float32))
+        # Load and unload are model-repository calls: the admin tokens, not the users'.
+        for call, message in ((stub.RepositoryModelLoad, load), (stub.RepositoryModelUnload, unload)):
+            assert call_code(call, message, bearer("user-1")) == grpc.StatusCode.UNAUTHENTICATED
+            assert call_code(call, message, None) == grpc.StatusCode.UNAUTHENTICATED
+        assert call_code(stub.RepositoryModelLoad, load, bearer("admin-1")) == grpc.StatusCode.OK
+        # The shared-memory calls take their own header.
+        assert call_code(stub.SystemSharedMemoryStatus, shm_status, bearer("user-1")) == \
+            grpc.StatusCode.UNAUTHENTICATED
+        assert call_code(stub.SystemSharedMemoryStatus, shm_status, [("x-shm-key", "k1")]) == \
+            grpc.StatusCode.OK
+        # A stream is inference: the users' tokens.
+        assert stream_code(stub, infer, bearer("user-1")) == grpc.StatusCode.OK
+        assert stream_code(stub, infer, bearer("admin-1")) == grpc.StatusCode.UNAUTHENTICATED
+        assert stream_code(stub, infer, None) == grpc.StatusCode.UNAUTHENTICATED
+        assert unauthenticated_count(server, "model-repository") == 4
+        assert unauthenticated_count(server, "shared-memory") == 1
+        assert unauthenticated_count(server, "inference") == 2
+        assert call_code(stub.RepositoryModelUnload, unload, bearer("admin-1")) == grpc.StatusCode.OK
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
 def test_http_mutual_tls_refuses_a_client_without_a_valid_certificate(tiny_repo, certs):
     server = start_server(tiny_repo, "--http-use-ssl-mutual", "true",
                           "--http-server-cert", str(certs / "server.pem"),
