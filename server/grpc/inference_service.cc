@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/model_config.h"
+#include "grpc/infer_response_bytes.h"
 #include "grpc/pending_inference.h"
 #include "grpc/protobuf_log.h"
 #include "grpc/stream_reactor.h"
@@ -81,9 +82,8 @@ class InferReactor final : public grpc::ServerUnaryReactor {
         Finish(ToGrpcStatus(status));
         return;
       }
-      bool own_buffer = false;
-      Finish(grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
-          *response, response_bytes_, &own_buffer));
+      MoveInferResponseToBytes(response, response_bytes_);
+      Finish(grpc::Status::OK);
     });
   }
 
