@@ -9,8 +9,10 @@
 namespace ltserve {
 namespace {
 
-// raw_output_contents is field 6, length-delimited: its tag byte is (6 << 3) | 2.
+// Length-delimited fields' tag bytes, (field << 3) | 2: ModelInferResponse.raw_output_contents
+// (6) and ModelStreamInferResponse.infer_response (2).
 constexpr std::uint8_t kRawOutputContentsTag = (6 << 3) | 2;
+constexpr std::uint8_t kInferResponseTag = (2 << 3) | 2;
 
 void AppendVarint(std::uint64_t value, std::string* out) {
   while (value >= 0x80) {
@@ -22,16 +24,17 @@ void AppendVarint(std::uint64_t value, std::string* out) {
 
 void DeleteString(void* text) { delete static_cast<std::string*>(text); }
 
-}  // namespace
-
-void MoveInferResponseToBytes(inference::ModelInferResponse* response, grpc::ByteBuffer* out) {
+// `prefix` goes before the message's bytes.
+void MoveToBytes(std::string prefix, inference::ModelInferResponse* response,
+                 grpc::ByteBuffer* out) {
   std::vector<std::string*> contents;
   contents.reserve(static_cast<std::size_t>(response->raw_output_contents_size()));
   for (std::string& bytes : *response->mutable_raw_output_contents()) {
     contents.push_back(new std::string(std::move(bytes)));
   }
   response->clear_raw_output_contents();
-  std::string head = response->SerializeAsString();
+  std::string head = std::move(prefix);
+  response->AppendToString(&head);
   // Each entry's tag and length go after the head (or after the previous entry's bytes); small
   // entries are copied into the same run rather than given a slice each.
   constexpr std::size_t kSliceFrom = 4096;
@@ -51,6 +54,21 @@ void MoveInferResponseToBytes(inference::ModelInferResponse* response, grpc::Byt
   if (!head.empty() || slices.empty()) slices.emplace_back(head);
   grpc::ByteBuffer bytes(slices.data(), slices.size());
   out->Swap(&bytes);
+}
+
+}  // namespace
+
+void MoveInferResponseToBytes(inference::ModelInferResponse* response, grpc::ByteBuffer* out) {
+  MoveToBytes({}, response, out);
+}
+
+void MoveStreamInferResponseToBytes(inference::ModelInferResponse* response,
+                                    grpc::ByteBuffer* out) {
+  // The nested message's length is its size with the tensors: the entries are re-encoded as
+  // protobuf encodes them, only placed last.
+  std::string prefix(1, static_cast<char>(kInferResponseTag));
+  AppendVarint(response->ByteSizeLong(), &prefix);
+  MoveToBytes(std::move(prefix), response, out);
 }
 
 }  // namespace ltserve

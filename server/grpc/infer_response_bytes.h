@@ -17,4 +17,8 @@ namespace ltserve {
 // Empties `response`'s raw_output_contents into `out`, whose previous contents are replaced.
 void MoveInferResponseToBytes(inference::ModelInferResponse* response, grpc::ByteBuffer* out);
 
+// The same, as a ModelStreamInferResponse whose infer_response is `response` (no error message).
+void MoveStreamInferResponseToBytes(inference::ModelInferResponse* response,
+                                    grpc::ByteBuffer* out);
+
 }  // namespace ltserve

@@ -157,9 +157,9 @@ Result<inference::ModelInferResponse> PendingInference::BuildResponse(
     }
     tensor->set_datatype(std::string(WireName(spec.outputs[index].dtype)));
     for (std::int64_t dim : slice.shape) tensor->add_shape(dim);
-    // From the executor's buffer into the response, the one copy ModelInfer makes: it hands
-    // these bytes to gRPC as slices (infer_response_bytes.h); a stream's and HTTP's responses
-    // are serialized, which copies them once more.
+    // From the executor's buffer into the response, the one copy gRPC's paths make: ModelInfer
+    // and ModelStreamInfer hand these bytes to gRPC as slices (infer_response_bytes.h); HTTP's
+    // encoding copies them once more.
     response.add_raw_output_contents(reinterpret_cast<const char*>(slice.bytes.data()),
                                      slice.bytes.size());
   }

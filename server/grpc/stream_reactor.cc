@@ -1,5 +1,7 @@
 #include "grpc/stream_reactor.h"
 
+#include "grpc/infer_response_bytes.h"
+
 #include <spdlog/spdlog.h>
 
 #include <string>
@@ -112,9 +114,9 @@ void StreamInferReactor::Accept(const std::shared_ptr<Slot>& slot,
       Answer(slot, status, {}, /*from_scheduler=*/true);
       return;
     }
-    inference::ModelStreamInferResponse stream_response;
-    stream_response.mutable_infer_response()->Swap(response);
-    Answer(slot, Status::Ok(), Serialize(stream_response), /*from_scheduler=*/true);
+    grpc::ByteBuffer bytes;
+    MoveStreamInferResponseToBytes(response, &bytes);
+    Answer(slot, Status::Ok(), std::move(bytes), /*from_scheduler=*/true);
   });
 }
 

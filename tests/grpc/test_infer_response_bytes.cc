@@ -69,6 +69,27 @@ TEST(InferResponseBytes, ParseBackIntoTheSameResponse) {
   }
 }
 
+TEST(InferResponseBytes, AStreamResponseCarriesTheSameResponse) {
+  std::mt19937 rng(11);
+  for (const auto& sizes : std::vector<std::vector<std::size_t>>{{}, {40}, {70000, 0, 5000}}) {
+    const inference::ModelInferResponse original = Response(sizes, rng);
+    inference::ModelInferResponse moved = original;
+    grpc::ByteBuffer bytes;
+    MoveStreamInferResponseToBytes(&moved, &bytes);
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(bytes.Dump(&slices).ok());
+    std::string wire;
+    for (const grpc::Slice& slice : slices) {
+      wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    inference::ModelStreamInferResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromString(wire));
+    EXPECT_TRUE(parsed.error_message().empty());
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed.infer_response(), original))
+        << sizes.size() << " outputs";
+  }
+}
+
 TEST(InferResponseBytes, ReplacesWhatTheBufferHeld) {
   std::mt19937 rng(7);
   grpc::ByteBuffer bytes;
