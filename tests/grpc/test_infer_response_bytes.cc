@@ -38,15 +38,20 @@ inference::ModelInferResponse Response(const std::vector<std::size_t>& sizes, st
   return response;
 }
 
-inference::ModelInferResponse Parse(const grpc::ByteBuffer& bytes) {
+// The buffer's slices, joined: what gRPC writes.
+std::string Wire(const grpc::ByteBuffer& bytes) {
   std::vector<grpc::Slice> slices;
   EXPECT_TRUE(bytes.Dump(&slices).ok());
   std::string wire;
   for (const grpc::Slice& slice : slices) {
     wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   }
+  return wire;
+}
+
+inference::ModelInferResponse Parse(const grpc::ByteBuffer& bytes) {
   inference::ModelInferResponse parsed;
-  EXPECT_TRUE(parsed.ParseFromString(wire));
+  EXPECT_TRUE(parsed.ParseFromString(Wire(bytes)));
   return parsed;
 }
 
@@ -76,14 +81,8 @@ TEST(InferResponseBytes, AStreamResponseCarriesTheSameResponse) {
     inference::ModelInferResponse moved = original;
     grpc::ByteBuffer bytes;
     MoveStreamInferResponseToBytes(&moved, &bytes);
-    std::vector<grpc::Slice> slices;
-    ASSERT_TRUE(bytes.Dump(&slices).ok());
-    std::string wire;
-    for (const grpc::Slice& slice : slices) {
-      wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    }
     inference::ModelStreamInferResponse parsed;
-    ASSERT_TRUE(parsed.ParseFromString(wire));
+    ASSERT_TRUE(parsed.ParseFromString(Wire(bytes)));
     EXPECT_TRUE(parsed.error_message().empty());
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed.infer_response(), original))
         << sizes.size() << " outputs";
