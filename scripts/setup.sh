@@ -88,10 +88,24 @@ fi
 if [[ -z ${PIP_CERT:-} && -r /run/secrets/pip-ca ]]; then
   export PIP_CERT=/run/secrets/pip-ca
 fi
+# torch pulls several GB of wheels; a dropped connection part-way through one must not fail
+# the whole set-up. pip resumes a broken download itself (--resume-retries) and the whole
+# install is tried again, with a pause, since what pip already unpacked is kept in its cache.
+pip_install() {
+  local attempt
+  for attempt in 1 2 3; do
+    "$VENV/bin/python" -m pip install -q --retries 10 --timeout 60 "$@" && return 0
+    ((attempt < 3)) || break
+    echo "setup: pip install failed (attempt $attempt of 3); trying again in $((attempt * 20)) s" >&2
+    sleep $((attempt * 20))
+  done
+  echo "setup: pip install failed three times: $*" >&2
+  return 1
+}
 if [[ ! -f $STAMP || "$(cat "$STAMP")" != "$want" ]]; then
   echo "setup: installing PyPI packages from ${REQS[*]} (torch is large: first run takes minutes)"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q "${PIP_ARGS[@]}" "${REQS[@]/#/-r}"
+  pip_install --upgrade pip
+  pip_install --resume-retries 30 "${PIP_ARGS[@]}" "${REQS[@]/#/-r}"
   echo "$want" > "$STAMP"
 fi
 if ((CUDA_WHEELS)); then
