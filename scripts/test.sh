@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up (idempotently), builds, and runs every test: the GoogleTest suites through ctest, then
 # the Python end-to-end and compatibility suites against the real server, a short fuzz run of
-# each libFuzzer target, then the container images (scripts/container-test.sh: built, run and
-# checked). GPU tests skip, saying why, on a machine without a GPU.
+# each libFuzzer target, the GoogleTest suites again under ThreadSanitizer, then the container
+# images (scripts/container-test.sh: built, run and checked). GPU tests skip, saying why, on a
+# machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -30,6 +31,16 @@ if [[ ${LTSERVE_FUZZ_TEST:-1} == 0 ]]; then
   echo "SKIP: fuzz targets not run (LTSERVE_FUZZ_TEST=0)"
 else
   ./scripts/fuzz.sh || status=1
+fi
+# The whole GoogleTest suite again under ThreadSanitizer, in build-tsan/: a second build (about
+# 15 minutes on two cores) and 3 minutes of tests (bench/RESULTS.md, "Sanitizers"). TSan, not
+# ASan, because it fits CI's time: ASan's run of the same suite takes 46 minutes (libtorch under
+# its slow unwinder), and the fuzz run above is ASan-instrumented already. `scripts/sanitize.sh
+# asan` runs the other one by hand.
+if [[ ${LTSERVE_SANITIZER_TEST:-1} == 0 ]]; then
+  echo "SKIP: ThreadSanitizer suite not run (LTSERVE_SANITIZER_TEST=0)"
+else
+  ./scripts/sanitize.sh tsan || status=1
 fi
 # The container images, built and checked for real (podman, or docker where its daemon runs).
 if [[ ${LTSERVE_CONTAINER_TEST:-1} == 0 ]]; then
