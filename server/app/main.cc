@@ -27,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -90,8 +91,8 @@ struct Flags {
   // Triton's --http-max-input-size and its default.
   std::size_t http_max_input_size = 64 << 20;
   std::vector<std::string> grpc_restricted_protocols;
-  // How often certificate and token files are checked for changes (SIGHUP reloads tokens at
-  // once; gRPC's file watcher only polls).
+  // How often certificate and token files are checked for changes (SIGHUP reloads tokens and
+  // the HTTP port's certificates at once; gRPC's file watcher only polls).
   unsigned grpc_credentials_refresh_s = 60;
   std::vector<double> latency_buckets_s;
   // Triton's model control.
@@ -242,7 +243,7 @@ ltserve::Result<std::shared_ptr<ltserve::CallAuthorizer>> HttpAuthorizer(const F
   return std::shared_ptr<ltserve::CallAuthorizer>(std::move(authorizer));
 }
 
-// Modification times of the token files, to reload them when one changes.
+// Modification times of files, to reload them when one changes.
 std::vector<std::filesystem::file_time_type> FileTimes(
     const std::vector<std::filesystem::path>& files) {
   std::vector<std::filesystem::file_time_type> times;
@@ -253,46 +254,50 @@ std::vector<std::filesystem::file_time_type> FileTimes(
   return times;
 }
 
-void ReloadTokens(ltserve::CallAuthorizer& authorizer, const char* why) {
-  if (ltserve::Status reloaded = authorizer.Reload(); reloaded.ok()) {
-    spdlog::info("tokens reloaded ({})", why);
+// Something read from files that SIGHUP and a change of one of the files read again: a port's
+// tokens, or the HTTP port's certificates. What it is goes into the log line.
+struct Reloadable {
+  std::string what;
+  std::vector<std::filesystem::path> files;
+  std::function<ltserve::Status()> reload;
+};
+
+void Reload(const Reloadable& reloadable, const char* why) {
+  if (ltserve::Status reloaded = reloadable.reload(); reloaded.ok()) {
+    spdlog::info("{} reloaded ({})", reloadable.what, why);
   } else {
-    spdlog::error("tokens not reloaded ({}), the previous ones stay in force: {}", why,
-                  reloaded.message());
+    spdlog::error("{} not reloaded ({}), the previous ones stay in force: {}", reloadable.what,
+                  why, reloaded.message());
   }
 }
 
-// Waits for SIGTERM or SIGINT; meanwhile reloads each authorizer's token files on SIGHUP and
-// whenever one of them changes (checked every refresh interval). Returns the signal that ends
-// the wait. Null authorizers are skipped.
-int WaitForExitSignal(const sigset_t& signals,
-                      const std::vector<ltserve::CallAuthorizer*>& authorizers,
+// Waits for SIGTERM or SIGINT; meanwhile reloads each of `reloadables` on SIGHUP and whenever
+// one of its files changes (checked every refresh interval). Returns the signal that ends the
+// wait.
+int WaitForExitSignal(const sigset_t& signals, const std::vector<Reloadable>& reloadables,
                       unsigned refresh_s) {
-  std::vector<std::vector<std::filesystem::path>> files;
   std::vector<std::vector<std::filesystem::file_time_type>> times;
-  for (ltserve::CallAuthorizer* authorizer : authorizers) {
-    files.push_back(authorizer != nullptr ? authorizer->Files()
-                                          : std::vector<std::filesystem::path>());
-    times.push_back(FileTimes(files.back()));
-  }
+  for (const Reloadable& reloadable : reloadables) times.push_back(FileTimes(reloadable.files));
   const timespec interval{static_cast<time_t>(std::max(1u, refresh_s)), 0};
   while (true) {
     const int signal_number = sigtimedwait(&signals, nullptr, &interval);
     if (signal_number == SIGTERM || signal_number == SIGINT) return signal_number;
-    for (std::size_t i = 0; i < authorizers.size(); ++i) {
-      if (authorizers[i] == nullptr) continue;
+    for (std::size_t i = 0; i < reloadables.size(); ++i) {
+      // Read before reloading: a file replaced during the reload is seen at the next check.
+      auto now = FileTimes(reloadables[i].files);
       if (signal_number == SIGHUP) {
-        ReloadTokens(*authorizers[i], "SIGHUP");
-        times[i] = FileTimes(files[i]);
-      } else if (auto now = FileTimes(files[i]); now != times[i]) {
-        ReloadTokens(*authorizers[i], "a token file changed");
-        times[i] = std::move(now);
+        Reload(reloadables[i], "SIGHUP");
+      } else if (now != times[i]) {
+        Reload(reloadables[i], reloadables[i].what == "tokens" ? "a token file changed"
+                                                               : "a certificate file changed");
       }
+      times[i] = std::move(now);
     }
   }
 }
 
-// Plaintext unless --http-use-ssl; mutual TLS as for gRPC. httplib reads the files itself.
+// Plaintext unless --http-use-ssl; mutual TLS as for gRPC. The HTTP server reads the files
+// itself, at start and at every reload.
 ltserve::Result<ltserve::HttpServerOptions> HttpOptions(const Flags& flags) {
   ltserve::HttpServerOptions options;
   options.host = flags.host;
@@ -462,9 +467,19 @@ int Run(const Flags& flags) {
   spdlog::info("ltserve ready={}: {} of {} model version(s) serving (model control {})", ready,
                loaded, total, flags.model_control_mode);
 
+  std::vector<Reloadable> reloadables;
+  for (ltserve::CallAuthorizer* tokens : {authorizer->get(), http_authorizer->get()}) {
+    if (tokens != nullptr) {
+      reloadables.push_back({"tokens", tokens->Files(), [tokens] { return tokens->Reload(); }});
+    }
+  }
+  // gRPC's certificates are watched by gRPC itself (FileWatcherCertificateProvider).
+  if (http != nullptr && flags.http_tls.on()) {
+    reloadables.push_back({"HTTP certificates", http->CertificateFiles(),
+                           [server = http.get()] { return server->ReloadCertificates(); }});
+  }
   const int signal_number =
-      WaitForExitSignal(signals, {authorizer->get(), http_authorizer->get()},
-                        flags.grpc_credentials_refresh_s);
+      WaitForExitSignal(signals, reloadables, flags.grpc_credentials_refresh_s);
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -558,7 +573,8 @@ int main(int argc, char** argv) {
                  "line of the file (for 'authorization', tokens sent as 'Bearer <token>'). "
                  "Repeatable");
   app.add_option("--grpc-credentials-refresh-interval", flags.grpc_credentials_refresh_s,
-                 "Seconds between checks of the certificate and token files for changes")
+                 "Seconds between checks of the certificate and token files for changes (both ports; "
+                 "SIGHUP reloads the tokens and the HTTP port's certificates at once)")
       ->capture_default_str()->check(CLI::Range(1u, 86400u));
   app.add_option("--latency-buckets", flags.latency_buckets_s,
                  "Upper bounds in seconds of the duration histograms' buckets")

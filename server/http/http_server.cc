@@ -16,6 +16,9 @@
 #include <vector>
 
 #include <httplib.h>
+#include <openssl/err.h>
+
+#include "http/http_tls.h"
 
 namespace ltserve {
 
@@ -133,6 +136,7 @@ class ConnectionThreads final : public httplib::TaskQueue {
 struct HttpServer::State {
   HttpHandlers handlers;
   std::size_t max_body_bytes = 0;
+  std::unique_ptr<HttpTlsCredentials> tls;  // with TLS; outlives `server`, whose handshakes use it
   std::unique_ptr<httplib::Server> server;  // an httplib::SSLServer with TLS
   // Set once: OK when the accept loop runs, or the error that ended it before.
   std::promise<Status> started;
@@ -315,9 +319,12 @@ void AddRoutes(httplib::Server& server, const HttpHandlers& h,
       });
 }
 
-Result<std::unique_ptr<httplib::Server>> MakeServer(const HttpServerOptions& options) {
-  const bool tls = !options.server_cert.empty() || !options.server_key.empty();
-  if (!tls) {
+// Plaintext, or TLS whose credentials come from `tls` at every handshake (so that they can be
+// reloaded), not from files httplib reads once.
+Result<std::unique_ptr<httplib::Server>> MakeServer(const HttpServerOptions& options,
+                                                    std::unique_ptr<HttpTlsCredentials>* tls) {
+  const bool use_tls = !options.server_cert.empty() || !options.server_key.empty();
+  if (!use_tls) {
     if (!options.client_ca.empty()) {
       return InvalidArgument("HTTP mutual TLS needs the server's certificate and key as well");
     }
@@ -326,13 +333,15 @@ Result<std::unique_ptr<httplib::Server>> MakeServer(const HttpServerOptions& opt
   if (options.server_cert.empty() || options.server_key.empty()) {
     return InvalidArgument("HTTP TLS needs both the server's certificate and its key");
   }
+  LTSERVE_ASSIGN_OR_RETURN(*tls, HttpTlsCredentials::Create(options.server_cert,
+                                                            options.server_key, options.client_ca));
+  HttpTlsCredentials* credentials = tls->get();
   auto server = std::make_unique<httplib::SSLServer>(
-      options.server_cert.c_str(), options.server_key.c_str(),
-      options.client_ca.empty() ? nullptr : options.client_ca.c_str());
+      [credentials](SSL_CTX& ctx) { return credentials->ConfigureContext(ctx); });
   if (!server->is_valid()) {
-    return InvalidArgument("HTTP TLS: OpenSSL cannot use the certificate '" + options.server_cert +
-                           "' with the key '" + options.server_key +
-                           "' (unreadable, not PEM, or not a pair)");
+    const char* reason = ERR_reason_error_string(ERR_get_error());
+    return Internal(std::string("HTTP TLS: OpenSSL could not set up a server context: ") +
+                    (reason != nullptr ? reason : "no reason given"));
   }
   return std::unique_ptr<httplib::Server>(std::move(server));
 }
@@ -375,7 +384,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
   auto state = std::make_unique<State>();
   state->handlers = std::move(handlers);
   state->max_body_bytes = options.max_body_bytes;
-  LTSERVE_ASSIGN_OR_RETURN(state->server, MakeServer(options));
+  LTSERVE_ASSIGN_OR_RETURN(state->server, MakeServer(options, &state->tls));
   httplib::Server& server = *state->server;
   AddRoutes(server, state->handlers, state->max_body_bytes);
   // A declared Content-Length over the limit is refused before the body is read into memory.
@@ -428,6 +437,15 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
 
 HttpServer::HttpServer(std::unique_ptr<State> state, int port)
     : state_(std::move(state)), port_(port) {}
+
+Status HttpServer::ReloadCertificates() {
+  if (!state_->tls) return FailedPrecondition("the HTTP port serves without TLS");
+  return state_->tls->Reload();
+}
+
+std::vector<std::filesystem::path> HttpServer::CertificateFiles() const {
+  return state_->tls ? state_->tls->Files() : std::vector<std::filesystem::path>();
+}
 
 HttpServer::~HttpServer() {
   // Start has seen the accept loop running (or ended), so one stop() is enough.

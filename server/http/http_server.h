@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -89,6 +90,13 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const { return port_; }
+
+  // With TLS: reads the certificate, key and client CA files again; new handshakes get them,
+  // open connections keep theirs. On an error (INVALID_ARGUMENT naming the file) the previous
+  // ones stay in force. FAILED_PRECONDITION without TLS. Thread-safe.
+  Status ReloadCertificates();
+  // The files ReloadCertificates reads (none without TLS), for a watcher.
+  std::vector<std::filesystem::path> CertificateFiles() const;
 
  private:
   struct State;

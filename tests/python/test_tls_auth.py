@@ -180,7 +180,7 @@ def test_a_bearer_token_is_required_on_the_inference_service_only(tiny_repo, pb,
     (["--http-use-ssl", "true", "--http-server-cert", "{certs}/server.pem",
       "--http-server-key", "{certs}/missing.key"], "--http-server-key '"),
     (["--http-use-ssl", "true", "--http-server-cert", "{certs}/server.pem",
-      "--http-server-key", "{certs}/client.key"], "OpenSSL cannot use the certificate"),
+      "--http-server-key", "{certs}/client.key"], "is not the key of the certificate"),
     (["--http-bearer-token-file", "{certs}/missing-token"], "--http-bearer-token-file: '"),
 ])
 def test_security_flags_that_cannot_work_stop_the_start(tiny_repo, certs, args, message):
@@ -485,23 +485,40 @@ def test_an_http_body_over_the_limit_is_413_even_when_it_arrives_compressed(tiny
         assert server.terminate() == 0, server.log()
 
 
-def test_a_renewed_certificate_serves_new_connections_without_a_restart(tiny_repo, certs, pb,
-                                                                        tmp_path):
+def served_certificate(certs: Path, tmp_path: Path) -> Path:
+    """A folder holding a copy of the server's certificate and key, for a server to watch."""
     served = tmp_path / "served"
     served.mkdir()
     for suffix in ("pem", "key"):
         shutil.copy(certs / f"server.{suffix}", served / f"server.{suffix}")
-    server = start_server(tiny_repo, "--grpc-use-ssl", "true",
-                          "--grpc-server-cert", str(served / "server.pem"),
-                          "--grpc-server-key", str(served / "server.key"),
-                          "--grpc-credentials-refresh-interval", str(REFRESH_S))
+    return served
+
+
+def start_watching(repo: Path, protocol: str, served: Path):
+    """A server with TLS on `protocol`'s port from the files in `served`, checked every
+    REFRESH_S seconds."""
+    return start_server(repo, f"--{protocol}-use-ssl", "true",
+                        f"--{protocol}-server-cert", str(served / "server.pem"),
+                        f"--{protocol}-server-key", str(served / "server.key"),
+                        "--grpc-credentials-refresh-interval", str(REFRESH_S))
+
+
+def renew(certs: Path, served: Path, name: str) -> None:
+    """Replaces the served pair with a new one from another CA, so that only a reloaded server
+    passes that CA's check; the key goes first, as a renewal replaces files one at a time."""
+    make_leaf(certs, "other_ca", name)
+    for suffix in ("key", "pem"):
+        shutil.copy(certs / f"{name}.{suffix}", served / f"server.{suffix}.new")
+        (served / f"server.{suffix}.new").rename(served / f"server.{suffix}")
+
+
+def test_a_renewed_certificate_serves_new_connections_without_a_restart(tiny_repo, certs, pb,
+                                                                        tmp_path):
+    served = served_certificate(certs, tmp_path)
+    server = start_watching(tiny_repo, "grpc", served)
     try:
         assert_serves(tls_channel(server.grpc_address, certs), pb)
-        # The renewal comes from another CA: only a reloaded server passes the other CA's check.
-        make_leaf(certs, "other_ca", "renewed")
-        for suffix in ("key", "pem"):
-            shutil.copy(certs / f"renewed.{suffix}", served / f"server.{suffix}.new")
-            (served / f"server.{suffix}.new").rename(served / f"server.{suffix}")
+        renew(certs, served, "renewed")
         deadline = time.monotonic() + RELOAD_WAIT_S
         while True:
             channel = tls_channel(server.grpc_address, certs, ca="other_ca")
@@ -513,5 +530,34 @@ def test_a_renewed_certificate_serves_new_connections_without_a_restart(tiny_rep
             assert time.monotonic() < deadline, f"the renewed certificate is not served: {code}"
             time.sleep(0.2)
         assert_refused(tls_channel(server.grpc_address, certs), pb)  # the old CA no longer fits
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+def test_a_renewed_http_certificate_serves_new_connections_without_a_restart(tiny_repo, certs,
+                                                                             tmp_path):
+    served = served_certificate(certs, tmp_path)
+    server = start_watching(tiny_repo, "http", served)
+    try:
+        assert_http_serves(server.http_port, tls_context(certs))
+        renew(certs, served, "renewed_http")
+        other = ssl.create_default_context(cafile=str(certs / "other_ca.pem"))
+        deadline = time.monotonic() + RELOAD_WAIT_S
+        while True:
+            try:
+                assert_http_serves(server.http_port, other)
+                break
+            except (ssl.SSLError, ConnectionError, http.client.HTTPException) as error:
+                assert time.monotonic() < deadline, f"the renewed certificate is not served: {error}"
+                time.sleep(0.2)
+        assert_http_refused(server.http_port, tls_context(certs))  # the old CA no longer fits
+        server.wait_for_log(r"HTTP certificates reloaded \(a certificate file changed\)",
+                            RELOAD_WAIT_S)
+        # A broken file is not taken: the certificate in force stays, and the log says why.
+        (served / "server.pem").write_text("not a certificate\n")
+        server.process.send_signal(signal.SIGHUP)
+        server.wait_for_log(r"HTTP certificates not reloaded \(SIGHUP\).*server\.pem",
+                            RELOAD_WAIT_S)
+        assert_http_serves(server.http_port, other)
     finally:
         assert server.terminate() == 0, server.log()
