@@ -79,6 +79,21 @@ KnownParameter Integer(std::string_view key, std::string_view expected, std::int
           }};
 }
 
+// Triton's thread-count keys: an integer, where 0 or less leaves the pool as it is (Triton
+// applies only counts above 0), capped so that a typo cannot ask for millions of threads.
+constexpr std::int64_t kMostThreads = 4096;
+KnownParameter ThreadCount(std::string_view key, std::optional<int> ModelOptions::*field) {
+  return {key, "an integer (above 0: that many threads, at most 4096; 0 or less: not set)",
+          [field](std::string_view value, const std::filesystem::path&, ModelOptions* options) {
+            std::optional<std::int64_t> parsed =
+                ParseInteger(value, std::numeric_limits<std::int64_t>::min());
+            if (!parsed || *parsed > kMostThreads) return false;
+            options->*field = *parsed > 0 ? std::optional<int>(static_cast<int>(*parsed))
+                                          : std::nullopt;
+            return true;
+          }};
+}
+
 const std::vector<KnownParameter>& Known() {
   static const std::vector<KnownParameter> known{
       Choice<Precision>("precision", "bf16, fp16, fp32 or tf32",
@@ -116,16 +131,19 @@ const std::vector<KnownParameter>& Known() {
                                            &ModelOptions::max_sequence_length),
       Integer<std::optional<std::int64_t>>("max_tokens_per_batch", "an integer > 0", 1,
                                            &ModelOptions::max_tokens_per_batch),
+      ThreadCount("INTRA_OP_THREAD_COUNT", &ModelOptions::intra_op_threads),
+      ThreadCount("INTER_OP_THREAD_COUNT", &ModelOptions::inter_op_threads),
   };
   return known;
 }
 
-// Triton's PyTorch backend settings; ltserve has its own execution paths and ignores them.
-constexpr std::array<std::string_view, 12> kTritonPytorch{
+// Triton's PyTorch backend settings that do not apply to ltserve's execution paths (the thread
+// counts do, and are in Known()).
+constexpr std::array<std::string_view, 10> kTritonPytorch{
     "INFERENCE_MODE",        "DISABLE_OPTIMIZED_EXECUTION", "ENABLE_NVFUSER",
     "ENABLE_WEIGHT_SHARING", "ENABLE_CACHE_CLEANING",       "ENABLE_JIT_EXECUTOR",
     "ENABLE_JIT_PROFILING",  "ENABLE_TENSOR_FUSER",         "DISABLE_CUDNN",
-    "NUM_THREADS",           "INTER_OP_THREAD_COUNT",       "INTRA_OP_THREAD_COUNT",
+    "NUM_THREADS",
 };
 
 const KnownParameter* FindKnown(std::string_view key) {

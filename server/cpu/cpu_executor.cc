@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cpu/cpu_model.h"
+#include "torch/aten_threads.h"
 #include "torch/aten_util.h"
 
 namespace ltserve {
@@ -17,14 +18,6 @@ namespace {
 
 using cpu::CpuModel;
 using cpu::OpWeights;
-
-// ATen's thread pool is process-wide; size it once, to every core, before the first kernel.
-void UseAllCores() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  });
-}
 
 // The plan's vectors outlive every tensor here (the model holds the plan), and no kernel
 // writes a weight, so viewing const memory is safe.
@@ -101,12 +94,13 @@ OpWeights WeightsOf(const plan::Op& op) {
 // Thread-safety: CreateInstance may be called from any thread; the model is immutable.
 class CpuPlanFactory : public ExecutorFactory {
  public:
-  explicit CpuPlanFactory(std::shared_ptr<const CpuModel> model) : model_(std::move(model)) {}
+  CpuPlanFactory(std::shared_ptr<const CpuModel> model, aten::AtenThreadCounts threads)
+      : model_(std::move(model)), threads_(std::move(threads)) {}
 
   ExecutionPath path() const override { return ExecutionPath::kCpuPlan; }
   std::string Describe() const override {
-    return "CPU plan (ATen fp32, " + std::to_string(at::get_num_threads()) +
-           " threads): " + model_->plan->Describe();
+    return "CPU plan (ATen fp32, " + std::to_string(threads_.intra_op) + " threads" +
+           (threads_.note.empty() ? "" : "; " + threads_.note) + "): " + model_->plan->Describe();
   }
   Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int /*index*/) override {
     return cpu::CreateCpuInstance(model_);
@@ -114,6 +108,7 @@ class CpuPlanFactory : public ExecutorFactory {
 
  private:
   std::shared_ptr<const CpuModel> model_;
+  const aten::AtenThreadCounts threads_;  // as the load found them
 };
 
 // Per-token widths for a token plan ([seq, width] dims), per-sample widths otherwise.
@@ -194,11 +189,13 @@ Result<std::unique_ptr<ExecutorFactory>> CreateCpuExecutorFactory(
   Status status = plan->Validate();
   if (status.ok()) status = CheckSupported(*plan);
   if (!status.ok()) return status.WithContext(context);
-  UseAllCores();
+  aten::AtenThreadCounts threads = aten::ConfigureThreads(
+      spec.name, spec.options.intra_op_threads, spec.options.inter_op_threads);
   try {
     Result<std::shared_ptr<const CpuModel>> model = BuildModel(std::move(plan), spec, tokens);
     if (!model.ok()) return model.status().WithContext(context);
-    return std::unique_ptr<ExecutorFactory>(new CpuPlanFactory(std::move(model).value()));
+    return std::unique_ptr<ExecutorFactory>(
+        new CpuPlanFactory(std::move(model).value(), std::move(threads)));
   } catch (const std::exception& error) {
     return Internal(context + aten::ExceptionMessage(error));
   }

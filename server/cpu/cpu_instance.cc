@@ -12,6 +12,7 @@
 
 #include "cpu/cpu_model.h"
 #include "model/token_layout.h"
+#include "torch/aten_threads.h"
 #include "torch/aten_util.h"
 
 namespace ltserve::cpu {
@@ -82,6 +83,7 @@ class CpuInstance : public ExecutorInstance {
   }
 
   Status Execute(const BatchShape& shape, ExecuteTimings* timings) override {
+    aten::FollowIntraOpThreads();
     rows_ = 0;
     executed_ = false;
     LTSERVE_ASSIGN_OR_RETURN(std::int64_t rows, RowsOf(shape));

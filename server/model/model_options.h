@@ -45,6 +45,11 @@ struct ModelOptions {
   // defaults, because they depend on which input carries the tokens.
   std::optional<std::int64_t> max_sequence_length;
   std::optional<std::int64_t> max_tokens_per_batch;
+  // ATen's intra-op and inter-op pool sizes, Triton's INTRA_OP_THREAD_COUNT and
+  // INTER_OP_THREAD_COUNT; nullopt: not set (a value of 0 or less in the config means the same,
+  // as in Triton). The pools are process-wide: server/torch/aten_threads.h says who decides.
+  std::optional<int> intra_op_threads;
+  std::optional<int> inter_op_threads;
 
   friend bool operator==(const ModelOptions&, const ModelOptions&) = default;
 };

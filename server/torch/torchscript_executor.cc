@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "torch/aten_threads.h"
 #include "torch/aten_util.h"
 
 namespace ltserve {
@@ -79,6 +80,7 @@ class TorchScriptInstance : public ExecutorInstance {
   }
 
   Status Execute(const BatchShape& shape, ExecuteTimings* timings) override {
+    aten::FollowIntraOpThreads();
     Clock::time_point start = Clock::now();
     results_.clear();
     std::vector<c10::IValue> arguments;
@@ -193,13 +195,14 @@ class TorchScriptInstance : public ExecutorInstance {
 // Thread-safety: CreateInstance may be called from any thread; it only copies immutable state.
 class TorchScriptFactory : public ExecutorFactory {
  public:
-  TorchScriptFactory(torch::jit::Module module, std::shared_ptr<const IoBindings> io)
-      : module_(std::move(module)), io_(std::move(io)) {}
+  TorchScriptFactory(torch::jit::Module module, std::shared_ptr<const IoBindings> io,
+                     aten::AtenThreadCounts threads)
+      : module_(std::move(module)), io_(std::move(io)), threads_(std::move(threads)) {}
 
   ExecutionPath path() const override { return ExecutionPath::kTorchScript; }
   std::string Describe() const override {
-    return "TorchScript forward on the CPU (libtorch, " + std::to_string(at::get_num_threads()) +
-           " threads)";
+    return "TorchScript forward on the CPU (libtorch, " + std::to_string(threads_.intra_op) +
+           " threads" + (threads_.note.empty() ? "" : "; " + threads_.note) + ")";
   }
   Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int /*index*/) override {
     try {
@@ -213,6 +216,7 @@ class TorchScriptFactory : public ExecutorFactory {
  private:
   torch::jit::Module module_;
   std::shared_ptr<const IoBindings> io_;
+  const aten::AtenThreadCounts threads_;  // as the load found them
 };
 
 Result<std::vector<TensorBinding>> Bind(const std::vector<TensorSpec>& specs) {
@@ -239,7 +243,10 @@ Result<std::unique_ptr<ExecutorFactory>> CreateTorchScriptFactory(torch::jit::Mo
     return InvalidArgument("model '" + spec.name + "' declares no inputs or no outputs");
   }
   io->max_batch_size = spec.max_batch_size;
-  return std::unique_ptr<ExecutorFactory>(new TorchScriptFactory(std::move(module), std::move(io)));
+  aten::AtenThreadCounts threads = aten::ConfigureThreads(
+      spec.name, spec.options.intra_op_threads, spec.options.inter_op_threads);
+  return std::unique_ptr<ExecutorFactory>(
+      new TorchScriptFactory(std::move(module), std::move(io), std::move(threads)));
 }
 
 }  // namespace ltserve

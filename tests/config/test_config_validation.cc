@@ -251,7 +251,8 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
                   "unknown parameter; ltserve knows precision, gelu_epilogue, "
                   "algo_candidates, fuse_epilogues, small_batch_kernel, gpu_device, "
                   "cublaslt_workspace_bytes, algo_cache_file, cuda_graphs, execution_path, "
-                  "max_sequence_length, max_tokens_per_batch (see");
+                  "max_sequence_length, max_tokens_per_batch, INTRA_OP_THREAD_COUNT, "
+                  "INTER_OP_THREAD_COUNT (see");
 }
 
 TEST_F(ConfigValidation, RejectsBadParameterValues) {

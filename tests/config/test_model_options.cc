@@ -37,7 +37,9 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"cuda_graphs", "false"},
                                         {"execution_path", "torchscript"},
                                         {"max_sequence_length", "77"},
-                                        {"max_tokens_per_batch", "900"}});
+                                        {"max_tokens_per_batch", "900"},
+                                        {"INTRA_OP_THREAD_COUNT", "3"},
+                                        {"INTER_OP_THREAD_COUNT", "5"}});
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_EQ(options->precision, Precision::kFp16);
   EXPECT_EQ(options->gelu, GeluMode::kExact);
@@ -51,6 +53,20 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->execution_path, PathChoice::kTorchScript);
   EXPECT_EQ(options->max_sequence_length, 77);
   EXPECT_EQ(options->max_tokens_per_batch, 900);
+  EXPECT_EQ(options->intra_op_threads, 3);
+  EXPECT_EQ(options->inter_op_threads, 5);
+}
+
+// Triton applies only counts above 0: a config that sets 0 or -1 loads, as with Triton, and
+// leaves the pools alone.
+TEST(ModelOptions, ThreadCountsOfZeroOrLessAreNotSet) {
+  for (const char* value : {"0", "-1"}) {
+    Result<ModelOptions> options =
+        Parse({{"INTRA_OP_THREAD_COUNT", value}, {"INTER_OP_THREAD_COUNT", value}});
+    ASSERT_TRUE(options.ok()) << value << ": " << options.status().ToString();
+    EXPECT_FALSE(options->intra_op_threads.has_value()) << value;
+    EXPECT_FALSE(options->inter_op_threads.has_value()) << value;
+  }
 }
 
 // "auto" fuses the tanh form where 16-bit storage hides its error, exact erf in fp32/tf32.
@@ -78,7 +94,9 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"max_tokens_per_batch", "0"},    {"max_tokens_per_batch", "-3"},
       {"max_tokens_per_batch", "12x"},  {"gpu_device", "-1"},
       {"algo_candidates", "0"},         {"cublaslt_workspace_bytes", "0"},
-      {"small_batch_kernel", "never"},  {"fuse_epilogues", "1"}};
+      {"small_batch_kernel", "never"},  {"fuse_epilogues", "1"},
+      {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
+      {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {
     Result<ModelOptions> options = Parse({{key, value}});
     ASSERT_FALSE(options.ok()) << key << "=" << value;

@@ -309,3 +309,34 @@ def test_grpc_deadline_and_cancellation_leave_the_queue(model_repo, pb):
     finally:
         assert server.terminate() == 0
         shutil.rmtree(repo, ignore_errors=True)
+
+
+def test_triton_thread_counts_size_atens_pool_and_the_first_model_decides(model_repo, pb,
+                                                                           tmp_path):
+    """INTRA_OP_THREAD_COUNT, as Triton's PyTorch backend reads it: the pool is the process's,
+    so of two models asking different counts one decides and the other's load line says so."""
+    copy_model(model_repo, DEMO, tmp_path)
+    shutil.copytree(tmp_path / DEMO, tmp_path / "demo_again")
+    for model, threads in ((DEMO, 1), ("demo_again", 3)):
+        config = tmp_path / model / "config.pbtxt"
+        text = config.read_text().replace(f'name: "{DEMO}"', f'name: "{model}"')
+        config.write_text(text + 'parameters: { key: "INTRA_OP_THREAD_COUNT" '
+                          f'value: {{ string_value: "{threads}" }} }}\n')
+    server = start_server(tmp_path)
+    try:
+        lines = {model: server.wait_for_log(rf"model '{model}' version 1 ready: path cpu \(CPU "
+                                            r"plan \(ATen fp32, (\d+) threads([^)]*)\)", 10)
+                 for model in (DEMO, "demo_again")}
+        counts = {int(match.group(1)) for match in lines.values()}
+        assert len(counts) == 1 and counts <= {1, 3}, lines
+        notes = [match.group(2) for match in lines.values() if match.group(2)]
+        assert len(notes) == 1, lines
+        assert "not applied: model '" in notes[0] and "first, for the whole process" in notes[0]
+        stub = pb.service_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_address))
+        for model in (DEMO, "demo_again"):
+            x = np.random.default_rng().standard_normal((5, DEMO_IN), dtype=np.float32)
+            _, request = infer_request(pb, model, x)
+            got = output_array(stub.ModelInfer(request, timeout=10))
+            assert rel_err(got, reference(tmp_path, model, x)) <= FP32_RTOL
+    finally:
+        assert server.terminate() == 0, server.log()
