@@ -258,6 +258,7 @@ std::vector<std::filesystem::file_time_type> FileTimes(
 // tokens, or the HTTP port's certificates. What it is goes into the log line.
 struct Reloadable {
   std::string what;
+  std::string changed;  // the log's reason when a file changed: "a token file changed"
   std::vector<std::filesystem::path> files;
   std::function<ltserve::Status()> reload;
 };
@@ -288,8 +289,7 @@ int WaitForExitSignal(const sigset_t& signals, const std::vector<Reloadable>& re
       if (signal_number == SIGHUP) {
         Reload(reloadables[i], "SIGHUP");
       } else if (now != times[i]) {
-        Reload(reloadables[i], reloadables[i].what == "tokens" ? "a token file changed"
-                                                               : "a certificate file changed");
+        Reload(reloadables[i], reloadables[i].changed.c_str());
       }
       times[i] = std::move(now);
     }
@@ -470,12 +470,14 @@ int Run(const Flags& flags) {
   std::vector<Reloadable> reloadables;
   for (ltserve::CallAuthorizer* tokens : {authorizer->get(), http_authorizer->get()}) {
     if (tokens != nullptr) {
-      reloadables.push_back({"tokens", tokens->Files(), [tokens] { return tokens->Reload(); }});
+      reloadables.push_back({"tokens", "a token file changed", tokens->Files(),
+                             [tokens] { return tokens->Reload(); }});
     }
   }
   // gRPC's certificates are watched by gRPC itself (FileWatcherCertificateProvider).
   if (http != nullptr && flags.http_tls.on()) {
-    reloadables.push_back({"HTTP certificates", http->CertificateFiles(),
+    reloadables.push_back({"HTTP certificates", "a certificate file changed",
+                           http->CertificateFiles(),
                            [server = http.get()] { return server->ReloadCertificates(); }});
   }
   const int signal_number =

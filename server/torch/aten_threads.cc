@@ -56,7 +56,7 @@ AtenThreadCounts ConfigureThreads(const std::string& model, std::optional<int> i
       note = NotApplied("INTRA_OP_THREAD_COUNT", *intra_op, decided.intra_op_model,
                         *decided.intra_op);
     }
-  } else if (!decided.defaults_applied && !decided.intra_op.has_value()) {
+  } else if (!decided.defaults_applied) {  // and so no model has set it yet
     SetIntraOp(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   }
   decided.defaults_applied = true;
