@@ -11,6 +11,11 @@
 // the one copy of request data), calls Execute with the batch's shape, then slices the output
 // buffer back into responses. For a GPU instance the staging buffers are pinned host memory.
 //
+// CUDA shared memory: a factory whose instances can read and write GPU memory themselves says
+// which GPU (DirectDeviceMemory). Requests whose tensors are in that GPU's memory then skip the
+// host: the scheduler hands the instance the device addresses in the BatchShape (DeviceCopy)
+// instead of staging their bytes, and the instance copies device to device.
+//
 // Thread-safety: an ExecutorFactory is safe to use from any thread. An ExecutorInstance is not:
 // exactly one scheduler worker drives it.
 #pragma once
@@ -18,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,6 +37,19 @@ namespace ltserve {
 enum class ExecutionPath : std::uint8_t { kGpuFused, kCpuPlan, kTorchScript };
 const char* ExecutionPathName(ExecutionPath path);  // "gpu-fused", "cpu", "torchscript"
 
+// One request's tensor in GPU memory that the instance reads (an input) or writes (an output)
+// itself, device to device: the request's rows [first_row, first_row + rows) of the batch's
+// tensor `index` (config order). Row models only (BatchLayout::kRows).
+struct DeviceCopy {
+  std::size_t index = 0;
+  std::int64_t first_row = 0;
+  std::int64_t rows = 0;
+  void* device = nullptr;  // the client's memory, on the factory's DirectDeviceMemory GPU
+  // An input: its size, rows x the input's row bytes. An output: the room at `device`; an
+  // output that does not fit is not written (the response then fails for that request).
+  std::size_t bytes = 0;
+};
+
 // Shape of one executed batch.
 struct BatchShape {
   // Rows in the batch: samples for a row model; sequences for a token model.
@@ -41,6 +60,11 @@ struct BatchShape {
   // Non-batch dims of each input as sent (row models with variable dims, fallback only);
   // empty means the configured dims.
   std::vector<std::vector<std::int64_t>> input_dims;
+  // Rows in GPU memory (see DeviceCopy); only for instances of a factory with
+  // DirectDeviceMemory. Their part of the input staging buffer is not read, and their part of
+  // Output() is unspecified: the rows went to `device` instead.
+  std::vector<DeviceCopy> device_inputs;
+  std::vector<DeviceCopy> device_outputs;
 };
 
 // Wall-clock split of one Execute, in nanoseconds, for ModelStatistics and the histograms.
@@ -77,6 +101,9 @@ class ExecutorFactory {
   virtual std::string Describe() const = 0;
   // Creates instance number `index`; all allocation happens here.
   virtual Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int index) = 0;
+  // The GPU whose memory the instances read inputs from and write outputs to themselves
+  // (BatchShape::device_inputs/device_outputs); nullopt when they work in host memory only.
+  virtual std::optional<std::int64_t> DirectDeviceMemory() const { return std::nullopt; }
 };
 
 }  // namespace ltserve

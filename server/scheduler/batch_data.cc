@@ -240,7 +240,7 @@ Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests request
 
   for (std::size_t input = 0; input < first.inputs.size(); ++input) {
     std::size_t total = 0;
-    for (const InferenceRequest* request : requests) total += request->inputs[input].bytes.size();
+    for (const InferenceRequest* request : requests) total += request->inputs[input].size();
     LTSERVE_ASSIGN_OR_RETURN(std::span<std::byte> buffer, instance.InputBuffer(input, total));
     if (buffer.size() < total) {
       return Internal("input " + std::to_string(input) + ": staging buffer of " +
@@ -248,12 +248,37 @@ Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests request
                       std::to_string(total));
     }
     std::byte* cursor = buffer.data();
+    std::int64_t row = 0;
     for (const InferenceRequest* request : requests) {
-      std::span<const std::byte> bytes = request->inputs[input].bytes;
-      if (!bytes.empty()) std::memcpy(cursor, bytes.data(), bytes.size());
-      cursor += bytes.size();
+      const RequestInput& sent = request->inputs[input];
+      if (sent.device.data != nullptr) {
+        // Its rows stay in GPU memory: the instance copies them device to device.
+        if (layout != BatchLayout::kRows) {
+          return Internal("an input in GPU memory reaches only a model with a batch dimension");
+        }
+        shape.device_inputs.push_back(
+            DeviceCopy{input, row, request->batch_size, sent.device.data, sent.device.bytes});
+      } else if (!sent.bytes.empty()) {
+        std::memcpy(cursor, sent.bytes.data(), sent.bytes.size());
+      }
+      cursor += sent.size();
+      row += RowsOf(*request, layout);
     }
     shape.input_dims.push_back(ExecutorDims(first.inputs[input].shape, layout));
+  }
+  // Outputs the instance writes into GPU memory itself, at the same rows.
+  std::int64_t row = 0;
+  for (const InferenceRequest* request : requests) {
+    for (std::size_t output = 0; output < request->device_outputs.size(); ++output) {
+      const DeviceTensor& destination = request->device_outputs[output];
+      if (destination.data == nullptr) continue;
+      if (layout != BatchLayout::kRows) {
+        return Internal("an output in GPU memory comes only from a model with a batch dimension");
+      }
+      shape.device_outputs.push_back(
+          DeviceCopy{output, row, request->batch_size, destination.data, destination.bytes});
+    }
+    row += RowsOf(*request, layout);
   }
   return shape;
 }

@@ -42,6 +42,10 @@ enum class BatchLayout : std::uint8_t {
 // those are), so a sample's sequence is its real tokens wherever they are, of length 0 when all
 // are padding. A token-id layout (tokens->ids) stages executor inputs kIdsInput,
 // kPositionInput and kTypeInput as int32 instead of the config's token inputs.
+//
+// Inputs and outputs in GPU memory (RequestInput::device, InferenceRequest::device_outputs;
+// kRows only, else INTERNAL) are not staged: they go into the shape's device_inputs and
+// device_outputs at their requests' rows, and their part of the staging buffer is left as it is.
 Result<BatchShape> StageInputs(ExecutorInstance& instance, BatchRequests requests,
                                BatchLayout layout, std::vector<std::int32_t>* sequence_lengths,
                                const TokenLayout* tokens = nullptr);

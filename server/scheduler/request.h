@@ -16,11 +16,22 @@ namespace ltserve {
 
 
 // One per model input, in config order, already validated by the service.
+// A request tensor in the client's GPU memory (a CUDA shared-memory region kept open by
+// InferenceRequest::keep_alive), on the GPU the model's instances address directly.
+struct DeviceTensor {
+  void* data = nullptr;  // nullptr: not in GPU memory
+  std::size_t bytes = 0;
+};
+
 struct RequestInput {
   // Row-major, batch first; points into memory kept alive by InferenceRequest::keep_alive.
+  // Empty when the input is in GPU memory (`device`).
   std::span<const std::byte> bytes;
   // Full shape as sent (batch dim first when max_batch_size > 0).
   std::vector<std::int64_t> shape;
+  DeviceTensor device;
+
+  std::size_t size() const { return device.data != nullptr ? device.bytes : bytes.size(); }
 };
 
 struct OutputSlice {
@@ -45,6 +56,9 @@ struct InferenceRequest {
   std::chrono::steady_clock::time_point deadline =
       std::chrono::steady_clock::time_point::max();  // the gRPC deadline
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+  // Per output (config order), where the executor writes it in GPU memory itself; empty, or an
+  // entry without data, for outputs answered from host memory.
+  std::vector<DeviceTensor> device_outputs;
   std::shared_ptr<const void> keep_alive;
   CompletionFn on_complete;
 };

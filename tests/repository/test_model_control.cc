@@ -91,7 +91,7 @@ Status InferOnce(Model& model) {
   std::vector<float> input(kTinyInputWidth, 0.5f);
   auto request = std::make_unique<InferenceRequest>();
   request->inputs.push_back(
-      {std::as_bytes(std::span<const float>(input)), {1, kTinyInputWidth}});
+      {std::as_bytes(std::span<const float>(input)), {1, kTinyInputWidth}, {}});
   request->batch_size = 1;
   std::atomic<bool> done{false};
   Status result = Internal("not answered");

@@ -1,6 +1,7 @@
 #include "fake_executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -100,6 +101,15 @@ Status FakeInstance::Execute(const BatchShape& shape, ExecuteTimings* timings) {
     rows_ = whole ? dims[0] : shape.batch_size;
     width_ = dims.back();
   }
+  // "GPU memory" here is host memory the fake reads like a device: the rows the scheduler left
+  // out of the staging buffer (still NaN) come from where the request holds them.
+  for (const DeviceCopy& copy : shape.device_inputs) {
+    if (copy.index != 0 || copy.first_row < 0 || copy.first_row + copy.rows > rows_ ||
+        copy.bytes != static_cast<std::size_t>(copy.rows * width_) * sizeof(float)) {
+      return InvalidArgument("device input outside the batch or of the wrong size");
+    }
+    std::memcpy(input_.data() + copy.first_row * width_, copy.device, copy.bytes);
+  }
   if (static_cast<std::size_t>(rows_ * width_) != staged_floats_) {
     return InvalidArgument("staged " + std::to_string(staged_floats_) + " floats for " +
                            std::to_string(rows_) + " rows of " + std::to_string(width_));
@@ -109,7 +119,7 @@ Status FakeInstance::Execute(const BatchShape& shape, ExecuteTimings* timings) {
   if (latency.count() > 0) std::this_thread::sleep_for(latency);
 
   ExecutedBatch record{shape.batch_size, shape.input_dims,
-                      {shape.sequence_lengths.begin(), shape.sequence_lengths.end()}, {}};
+                      {shape.sequence_lengths.begin(), shape.sequence_lengths.end()}, {}, 0, 0};
   std::fill(doubled_.begin(), doubled_.end(), std::numeric_limits<float>::quiet_NaN());
   std::fill(sums_.begin(), sums_.end(), std::numeric_limits<float>::quiet_NaN());
   for (std::int64_t r = 0; r < rows_; ++r) {
@@ -122,6 +132,18 @@ Status FakeInstance::Execute(const BatchShape& shape, ExecuteTimings* timings) {
     sums_[r] = static_cast<float>(sum);
     record.first_values.push_back(input_[r * width_]);
   }
+  for (const DeviceCopy& copy : shape.device_outputs) {
+    const std::int64_t columns = copy.index == 0 ? width_ : 1;
+    const std::size_t bytes = static_cast<std::size_t>(copy.rows * columns) * sizeof(float);
+    if (copy.index > 1 || copy.first_row < 0 || copy.first_row + copy.rows > rows_) {
+      return InvalidArgument("device output outside the batch");
+    }
+    if (bytes > copy.bytes) continue;  // does not fit: not written, as the GPU instance does
+    const std::vector<float>& values = copy.index == 0 ? doubled_ : sums_;
+    std::memcpy(copy.device, values.data() + copy.first_row * columns, bytes);
+    record.device_outputs += 1;
+  }
+  record.device_inputs = static_cast<int>(shape.device_inputs.size());
   {
     std::lock_guard lock(backend_->mutex_);
     backend_->batches_.push_back(std::move(record));

@@ -26,6 +26,8 @@ struct ExecutedBatch {
   std::vector<std::vector<std::int64_t>> input_dims;
   std::vector<std::int32_t> sequence_lengths;
   std::vector<float> first_values;  // column 0 of every row, in buffer order
+  int device_inputs = 0;            // requests' inputs read from (fake) GPU memory
+  int device_outputs = 0;           // outputs written there
 };
 
 class FakeBackend {

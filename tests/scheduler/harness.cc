@@ -86,10 +86,10 @@ std::shared_ptr<Call> Harness::SendShape(std::vector<std::int64_t> shape,
   }
   auto request = std::make_unique<InferenceRequest>();
   request->inputs.push_back(RequestInput{std::as_bytes(std::span<const float>(call->input)),
-                                         shape});
+                                         shape, {}});
   if (!call->mask.empty()) {
     request->inputs.push_back(RequestInput{std::as_bytes(std::span<const std::uint8_t>(call->mask)),
-                                           {shape[0], shape[1]}});
+                                           {shape[0], shape[1]}, {}});
   }
   request->batch_size = options.max_batch_size > 0 ? shape.front() : 1;
   request->keep_alive = call;

@@ -90,7 +90,7 @@ std::unique_ptr<OwnedRequest> Request(std::int64_t batch, std::int64_t seq,
   auto owned = std::make_unique<OwnedRequest>();
   owned->data = {Bytes(ids), Bytes(mask), Bytes(types)};
   for (const std::vector<std::byte>& tensor : owned->data) {
-    owned->request.inputs.push_back(RequestInput{tensor, {batch, seq}});
+    owned->request.inputs.push_back(RequestInput{tensor, {batch, seq}, {}});
   }
   owned->request.batch_size = batch;
   owned->request.on_complete = [](const Status&, std::span<const OutputSlice>) {};
