@@ -595,7 +595,8 @@ Result<std::shared_ptr<PendingInference>> InferenceService::PrepareInfer(
     model->stats().RecordFailure(FailureReason::kUnavailable, NanosSince(arrival));
     return Unavailable("server is shutting down; retry on another replica");
   }
-  auto decoded = DecodeInferRequest(*message, model->spec(), &shared_memory_);
+  auto decoded = DecodeInferRequest(*message, model->spec(), &shared_memory_,
+                                    model->direct_device_memory());
   if (!decoded.ok()) {
     model->stats().RecordFailure(FailureReason::kInvalidInput, NanosSince(arrival));
     spdlog::debug("ModelInfer '{}' rejected: {}", message->model_name(), decoded.status().message());

@@ -131,10 +131,16 @@ Result<inference::ModelInferResponse> PendingInference::BuildResponse(
     auto* tensor = response.add_outputs();
     tensor->set_name(spec.outputs[index].name);
     if (const auto& region = decoded_->output_regions[r]; region.has_value()) {
-      LTSERVE_RETURN_IF_ERROR(region->region->CopyFromHost(
-          region->offset, classified[r].has_value()
-                              ? std::as_bytes(std::span(classified[r]->bytes))
-                              : slice.bytes));
+      // An output the executor wrote into its CUDA region itself is there already (it fitted:
+      // CheckFits above and the executor apply the same rule).
+      const bool on_device =
+          r < decoded_->output_on_device.size() && decoded_->output_on_device[r];
+      if (!on_device) {
+        LTSERVE_RETURN_IF_ERROR(region->region->CopyFromHost(
+            region->offset, classified[r].has_value()
+                                ? std::as_bytes(std::span(classified[r]->bytes))
+                                : slice.bytes));
+      }
       tensor->set_datatype(classified[r].has_value() ? "BYTES"
                                                      : std::string(WireName(spec.outputs[index].dtype)));
       for (std::int64_t dim : classified[r].has_value() ? classified[r]->shape : slice.shape) {

@@ -180,7 +180,16 @@ Status ReadClassCount(const inference::ModelInferRequest::InferRequestedOutputTe
 
 Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
     const inference::ModelInferRequest& message, const ModelSpec& spec,
-    const SharedMemoryRegistry* shared_memory) {
+    const SharedMemoryRegistry* shared_memory, std::optional<std::int64_t> direct_device) {
+  // A CUDA region the executor reaches itself: on its GPU, and with a device address.
+  const auto on_direct_device = [&](const SharedMemorySlice& slice) -> std::byte* {
+    const SharedMemoryRegion& region = *slice.region;
+    if (!direct_device || region.kind() != SharedMemoryKind::kCuda ||
+        region.device_id() != *direct_device || region.device_data() == nullptr) {
+      return nullptr;
+    }
+    return static_cast<std::byte*>(region.device_data()) + slice.offset;
+  };
   auto decoded = std::make_unique<DecodedRequest>();
   auto request = std::make_unique<InferenceRequest>();
   // As in Triton, raw_input_contents holds one entry per input not in shared memory, in order.
@@ -245,6 +254,7 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
     const std::size_t expected_bytes = static_cast<std::size_t>(elements) * ElementSize(dtype);
 
     std::span<const std::byte> bytes;
+    DeviceTensor device_input;
     LTSERVE_ASSIGN_OR_RETURN(
         std::optional<SharedMemorySlice> region,
         ReadSharedMemory(input.parameters(), "input '" + tensor.name + "'", shared_memory));
@@ -259,7 +269,10 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
                                ShapeToString(shape) + " of " + std::string(WireName(dtype)) +
                                " needs " + std::to_string(expected_bytes));
       }
-      if (const std::byte* host = region->region->host_data(); host != nullptr) {
+      std::byte* device = on_direct_device(*region);
+      if (device != nullptr) {
+        device_input = DeviceTensor{device, region->byte_size};  // no copy: the executor reads it
+      } else if (const std::byte* host = region->region->host_data(); host != nullptr) {
         bytes = std::span(host + region->offset, region->byte_size);  // no copy
       } else {
         std::string& out = decoded->converted.emplace_back(region->byte_size, '\0');
@@ -292,7 +305,7 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
           ConvertTypedContents(input.contents(), dtype, tensor.name, elements, &out));
       bytes = std::as_bytes(std::span(out.data(), out.size()));
     }
-    request->inputs[index] = RequestInput{bytes, std::move(shape)};
+    request->inputs[index] = RequestInput{bytes, std::move(shape), device_input};
   }
   request->batch_size = batch_size;
 
@@ -302,6 +315,7 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
     }
     decoded->class_counts.assign(spec.outputs.size(), 0);
     decoded->output_regions.resize(spec.outputs.size());
+    decoded->output_on_device.assign(spec.outputs.size(), false);
   }
   for (const auto& requested : message.outputs()) {
     int index = -1;
@@ -329,9 +343,15 @@ Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
         std::optional<SharedMemorySlice> region,
         ReadSharedMemory(requested.parameters(), "output '" + requested.name() + "'",
                          shared_memory));
+    std::byte* device = region && class_count == 0 ? on_direct_device(*region) : nullptr;
+    if (device != nullptr) {
+      request->device_outputs.resize(spec.outputs.size());
+      request->device_outputs[static_cast<std::size_t>(index)] = DeviceTensor{device, region->byte_size};
+    }
     decoded->requested_outputs.push_back(index);
     decoded->class_counts.push_back(class_count);
     decoded->output_regions.push_back(std::move(region));
+    decoded->output_on_device.push_back(device != nullptr);
   }
 
   std::uint64_t priority = 0;

@@ -29,14 +29,21 @@ struct DecodedRequest {
   std::vector<SharedMemorySlice> input_regions;
   // Parallel to requested_outputs: where an output asked for in shared memory is written.
   std::vector<std::optional<SharedMemorySlice>> output_regions;
+  // Parallel to requested_outputs: the executor writes it into its CUDA region itself
+  // (InferenceRequest::device_outputs), so the response does not copy it there.
+  std::vector<bool> output_on_device;
 };
 
 // `message` must outlive the decoded request (the caller keeps both alive together).
 // `shared_memory` resolves the shared_memory_region parameters of inputs and outputs; without
-// it (nullptr) a request naming a region is refused.
+// it (nullptr) a request naming a region is refused. `direct_device` is the GPU whose memory
+// the model's executor reads and writes itself (Model::direct_device_memory): tensors in CUDA
+// regions of that GPU are left there (RequestInput::device, device_outputs) instead of being
+// copied through host memory; classification outputs are always answered from host memory.
 Result<std::unique_ptr<DecodedRequest>> DecodeInferRequest(
     const inference::ModelInferRequest& message, const ModelSpec& spec,
-    const SharedMemoryRegistry* shared_memory = nullptr);
+    const SharedMemoryRegistry* shared_memory = nullptr,
+    std::optional<std::int64_t> direct_device = std::nullopt);
 
 // "[2, 128]" for messages.
 std::string ShapeToString(const std::vector<std::int64_t>& shape);

@@ -299,6 +299,10 @@ Result<std::shared_ptr<Model>> ModelRepository::LoadVersion(const ModelSpec& spe
   if (path == ExecutionPath::kTorchScript) {
     LTSERVE_RETURN_IF_ERROR(WarmUpOutputShapes(*instances.front(), spec));
   }
+  // Device copies are per row of a batch (BatchLayout::kRows): batched models only.
+  if (spec.max_batch_size > 0 && !chosen.tokens) {
+    model->direct_device_memory_ = chosen.factory->DirectDeviceMemory();
+  }
   model->factory_ = std::move(chosen.factory);
   model->output_labels_ = std::move(labels);
   SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, config);

@@ -61,6 +61,10 @@ class Model {
   ModelStats& stats() { return stats_; }
   Scheduler& scheduler() { return *scheduler_; }
   std::string version_string() const { return std::to_string(spec_.version); }
+  // The GPU whose memory the executor reads inputs from and writes outputs to itself, for
+  // tensors in CUDA shared memory (ExecutorFactory::DirectDeviceMemory, batched models only);
+  // nullopt: such tensors go through host memory.
+  std::optional<std::int64_t> direct_device_memory() const { return direct_device_memory_; }
   // The lines of output `index`'s label_filename (config order); empty when it has none.
   const std::vector<std::string>& output_labels(std::size_t index) const {
     static const std::vector<std::string> kNone;
@@ -76,6 +80,7 @@ class Model {
   std::unique_ptr<StatsObserver> observer_;  // before stats_: stats_ points to it
   ModelStats stats_;
   std::unique_ptr<ExecutorFactory> factory_;  // outlives the instances the scheduler owns
+  std::optional<std::int64_t> direct_device_memory_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::vector<std::string>> output_labels_;
 };

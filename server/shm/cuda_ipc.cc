@@ -26,6 +26,7 @@ class CudaIpcRegion final : public SharedMemoryRegion {
   }
 
   std::byte* host_data() const override { return nullptr; }
+  void* device_data() const override { return base_; }
 
   Status CopyToHost(std::size_t offset, std::span<std::byte> destination) const override {
     return Check(cudaMemcpy(destination.data(), static_cast<const std::byte*>(base_) + offset,

@@ -93,7 +93,7 @@ Status SharedMemoryRegistry::CheckNameFree(const std::string& name) const {
   return regions_.count(name) != 0 ? NameTaken(name) : Status::Ok();
 }
 
-Status SharedMemoryRegistry::Insert(std::shared_ptr<const SharedMemoryRegion> region) {
+Status SharedMemoryRegistry::Add(std::shared_ptr<const SharedMemoryRegion> region) {
   std::lock_guard lock(mutex_);
   if (regions_.count(region->name()) != 0) return NameTaken(region->name());
   regions_.emplace(region->name(), std::move(region));
@@ -105,7 +105,7 @@ Status SharedMemoryRegistry::RegisterSystem(const std::string& name, const std::
   // Checked first too, so that a taken name gets Triton's error even when the key is bad.
   LTSERVE_RETURN_IF_ERROR(CheckNameFree(name));
   LTSERVE_ASSIGN_OR_RETURN(auto region, SystemRegion::Open(name, key, offset, byte_size));
-  return Insert(std::move(region));
+  return Add(std::move(region));
 }
 
 Status SharedMemoryRegistry::RegisterCuda(const std::string& name, std::string_view raw_handle,
@@ -113,7 +113,7 @@ Status SharedMemoryRegistry::RegisterCuda(const std::string& name, std::string_v
   LTSERVE_RETURN_IF_ERROR(CheckNameFree(name));
   LTSERVE_ASSIGN_OR_RETURN(auto region,
                            OpenCudaIpcRegion(name, raw_handle, device_id, byte_size));
-  return Insert(std::move(region));
+  return Add(std::move(region));
 }
 
 void SharedMemoryRegistry::Unregister(SharedMemoryKind kind, const std::string& name) {

@@ -45,6 +45,9 @@ class SharedMemoryRegion {
 
   // The mapped bytes when the server can address them directly (system memory), else nullptr.
   virtual std::byte* host_data() const = 0;
+  // The region's address in GPU device_id()'s memory (CUDA regions), for a GPU executor that
+  // copies device to device; nullptr for system memory.
+  virtual void* device_data() const { return nullptr; }
   // Copies between the region at `offset` and host memory; the caller has bounds-checked.
   virtual Status CopyToHost(std::size_t offset, std::span<std::byte> destination) const = 0;
   virtual Status CopyFromHost(std::size_t offset, std::span<const std::byte> source) const = 0;
@@ -85,6 +88,9 @@ class SharedMemoryRegistry {
   // GPU (or was built without CUDA); INVALID_ARGUMENT for a handle that does not open.
   Status RegisterCuda(const std::string& name, std::string_view raw_handle,
                       std::int64_t device_id, std::uint64_t byte_size);
+  // Registers a region opened elsewhere (the two above open theirs, then add it);
+  // ALREADY_EXISTS when its name is taken.
+  Status Add(std::shared_ptr<const SharedMemoryRegion> region);
 
   // Drops `name` (every region of `kind` when empty). An unknown name is not an error, as in
   // Triton; a name registered as the other kind is left alone.
@@ -101,7 +107,6 @@ class SharedMemoryRegistry {
 
  private:
   Status CheckNameFree(const std::string& name) const;
-  Status Insert(std::shared_ptr<const SharedMemoryRegion> region);
 
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const SharedMemoryRegion>> regions_;

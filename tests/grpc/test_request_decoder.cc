@@ -433,5 +433,104 @@ TEST(RequestDecoder, RegionWithoutByteSizeIsRefused) {
   ExpectInvalid(request, "without parameter 'shared_memory_byte_size'");
 }
 
+// A CUDA region stand-in: "device memory" that is host memory, so the test can see what the
+// decoder leaves in place and what it copies through the host.
+class FakeCudaRegion final : public SharedMemoryRegion {
+ public:
+  FakeCudaRegion(const std::string& name, std::int64_t device_id, std::size_t bytes)
+      : SharedMemoryRegion(name, SharedMemoryKind::kCuda, bytes, "", 0, device_id), memory(bytes) {
+    std::mt19937 rng(std::random_device{}());
+    for (std::byte& b : memory) b = static_cast<std::byte>(rng());
+  }
+  std::byte* host_data() const override { return nullptr; }
+  void* device_data() const override { return memory.data(); }
+  Status CopyToHost(std::size_t offset, std::span<std::byte> destination) const override {
+    ++copies_to_host;
+    std::memcpy(destination.data(), memory.data() + offset, destination.size());
+    return Status::Ok();
+  }
+  Status CopyFromHost(std::size_t, std::span<const std::byte>) const override {
+    return Internal("the decoder never writes a region");
+  }
+  mutable std::vector<std::byte> memory;
+  mutable int copies_to_host = 0;
+};
+
+// Input "a" (12 bytes) at offset 4 of region "gpu" and output "y" (4 floats a row) at
+// offset 16, on GPU 0.
+struct CudaRequest {
+  CudaRequest() : region(std::make_shared<FakeCudaRegion>("gpu", 0, 64)) {
+    EXPECT_TRUE(registry.Add(region).ok());
+    message = RequestWithAInRegion("gpu");
+    (*message.mutable_inputs(1)->mutable_parameters())["shared_memory_offset"].set_uint64_param(4);
+    auto* y = message.add_outputs();
+    y->set_name("y");
+    auto& params = *y->mutable_parameters();
+    params["shared_memory_region"].set_string_param("gpu");
+    params["shared_memory_offset"].set_uint64_param(16);
+    params["shared_memory_byte_size"].set_uint64_param(16);
+  }
+  std::shared_ptr<FakeCudaRegion> region;
+  SharedMemoryRegistry registry;
+  inference::ModelInferRequest message;
+};
+
+TEST(RequestDecoder, CudaRegionOnTheExecutorsGpuIsLeftInPlace) {
+  CudaRequest cuda;
+  auto decoded = DecodeInferRequest(cuda.message, TwoInputSpec(), &cuda.registry, /*direct_device=*/0);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  const InferenceRequest& request = *(*decoded)->request;
+  EXPECT_EQ(request.inputs[0].device.data, cuda.region->memory.data() + 4);
+  EXPECT_EQ(request.inputs[0].device.bytes, 12u);
+  EXPECT_TRUE(request.inputs[0].bytes.empty());
+  EXPECT_EQ(request.inputs[0].size(), 12u);
+  EXPECT_EQ(request.inputs[1].device.data, nullptr);  // "b" came in the message
+  ASSERT_EQ(request.device_outputs.size(), 2u);       // one per output, config order
+  EXPECT_EQ(request.device_outputs[0].data, cuda.region->memory.data() + 16);
+  EXPECT_EQ(request.device_outputs[0].bytes, 16u);
+  EXPECT_EQ(request.device_outputs[1].data, nullptr);
+  EXPECT_EQ((*decoded)->output_on_device, std::vector<bool>{true});
+  EXPECT_EQ(cuda.region->copies_to_host, 0);
+}
+
+TEST(RequestDecoder, CudaRegionOnAnotherGpuGoesThroughHostMemory) {
+  for (std::optional<std::int64_t> direct : {std::optional<std::int64_t>(1), std::optional<std::int64_t>()}) {
+    CudaRequest cuda;
+    auto decoded = DecodeInferRequest(cuda.message, TwoInputSpec(), &cuda.registry, direct);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    const InferenceRequest& request = *(*decoded)->request;
+    EXPECT_EQ(request.inputs[0].device.data, nullptr);
+    ASSERT_EQ(request.inputs[0].bytes.size(), 12u);
+    EXPECT_EQ(std::memcmp(request.inputs[0].bytes.data(), cuda.region->memory.data() + 4, 12), 0);
+    EXPECT_TRUE(request.device_outputs.empty());
+    EXPECT_EQ((*decoded)->output_on_device, std::vector<bool>{false});
+    EXPECT_EQ(cuda.region->copies_to_host, 1);
+  }
+}
+
+TEST(RequestDecoder, ClassificationIntoACudaRegionIsAnsweredFromHostMemory) {
+  CudaRequest cuda;
+  (*cuda.message.mutable_outputs(0)->mutable_parameters())["classification"].set_int64_param(2);
+  auto decoded = DecodeInferRequest(cuda.message, TwoInputSpec(), &cuda.registry, 0);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE((*decoded)->request->device_outputs.empty());
+  EXPECT_EQ((*decoded)->output_on_device, std::vector<bool>{false});
+  EXPECT_NE((*decoded)->request->inputs[0].device.data, nullptr);  // the input still stays
+}
+
+TEST(RequestDecoder, CudaRegionsStillCheckTheirSize) {
+  CudaRequest cuda;
+  (*cuda.message.mutable_inputs(1)->mutable_parameters())["shared_memory_byte_size"].set_uint64_param(8);
+  auto decoded = DecodeInferRequest(cuda.message, TwoInputSpec(), &cuda.registry, 0);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.status().message().find("has shared_memory_byte_size 8"), std::string::npos)
+      << decoded.status().message();
+  (*cuda.message.mutable_inputs(1)->mutable_parameters())["shared_memory_byte_size"].set_uint64_param(12);
+  (*cuda.message.mutable_inputs(1)->mutable_parameters())["shared_memory_offset"].set_uint64_param(60);
+  decoded = DecodeInferRequest(cuda.message, TwoInputSpec(), &cuda.registry, 0);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ltserve
