@@ -165,7 +165,7 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
   fi
   # A real Triton as the peer (bench/serving/triton_peer.sh): its stripped server travels as a
   # tarball (bench/serving/make_triton_tarball.sh), which TRITON_TARBALL names.
-  if [[ $build_status == 0 && -n ${TRITON_TARBALL:-} ]]; then
+  if [[ $build_status == 0 && -n ${TRITON_TARBALL:-} && ${RUN_TRITON_PEER:-1} == 1 ]]; then
     echo "== ltserve against Triton (bench/serving/triton_peer.sh, DEVICE=gpu)"
     # Its repositories, logs and CSV files stay in build-device/triton_peer; the table comes back.
     DEVICE=gpu OUT=$ROOT/build-device/triton_peer bench/serving/triton_peer.sh build-device 2>&1 |
@@ -176,6 +176,11 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     # perf_analyzer with its CUDA 12 runtime: the one the Triton tarball carries, unpacked into
     # .tri/triton by bench/serving/triton_peer.sh (the image has only CUDA 13's runtime).
     PA_DIR=$ROOT/.tri/triton/perf_analyzer
+    if [[ ! -x $PA_DIR/perf_analyzer && -n ${TRITON_TARBALL:-} ]]; then
+      # The peer comparison was left out (RUN_TRITON_PEER=0): unpack its perf_analyzer here.
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="tar")' \
+        "$TRITON_TARBALL" "$ROOT/.tri"
+    fi
     if [[ -x $PA_DIR/perf_analyzer ]]; then
       echo "== shared memory served (bench/serving/served_shm_bench.sh: MLP, batch 64, none/system/cuda)"
       PERF_ANALYZER="env LD_LIBRARY_PATH=$PA_DIR/lib:$LD_LIBRARY_PATH $PA_DIR/perf_analyzer" \

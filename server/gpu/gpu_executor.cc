@@ -15,6 +15,7 @@
 #include "gpu/device_state.h"
 #include "gpu/gpu_factory.h"
 #include "gpu/gpu_model.h"
+#include "gpu/row_copies.h"
 
 namespace ltserve {
 namespace gpu {
@@ -41,6 +42,12 @@ class GpuInstance final : public ExecutorInstance {
         instance->pinned_output_,
         PinnedBuffer::Create(output_rows * plan.output_width() * ElemSize(options.output_type),
                              "output staging"));
+    // At most a device copy and a run of staged rows per request, and the run after the last.
+    const std::size_t copies = 2 * rows + 1;
+    instance->copies_.reserve(copies);
+    instance->destinations_.reserve(copies);
+    instance->sources_.reserve(copies);
+    instance->sizes_.reserve(copies);
     for (Event& event : instance->events_) {
       LTSERVE_ASSIGN_OR_RETURN(event, CreateEvent(/*timing=*/true));
     }
@@ -107,16 +114,30 @@ class GpuInstance final : public ExecutorInstance {
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(state_->input_device(), pitch,
                                                      pinned_input_.data(), row_bytes, row_bytes,
                                                      kTokenIdInputs, cudaMemcpyHostToDevice, stream));
-    } else if (!token_ids) {
+    } else if (!token_ids && shape.device_inputs.empty()) {
       const auto in_bytes = static_cast<std::size_t>(rows * plan.input_width()) *
                             ElemSize(options.input_type);
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state_->input_device(), pinned_input_.data(),
                                                    in_bytes, cudaMemcpyHostToDevice, stream));
+    } else if (!token_ids) {
+      // Some requests' rows are in their own GPU memory: device to device for those, host to
+      // device for the runs between them, in one call.
+      copies_.clear();
+      LTSERVE_RETURN_IF_ERROR(PlanInputCopies(
+          shape.device_inputs, rows, plan.input_width() * ElemSize(options.input_type),
+          pinned_input_.data(), static_cast<std::byte*>(state_->input_device()), &copies_));
+      LTSERVE_RETURN_IF_ERROR(IssueCopies(stream));
     }
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[1].get(), stream));
     LTSERVE_RETURN_IF_ERROR(Launch(bucket));
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2].get(), stream));
-    if (out_bytes > 0) {
+    if (!shape.device_outputs.empty()) {
+      copies_.clear();
+      LTSERVE_RETURN_IF_ERROR(PlanOutputCopies(
+          shape.device_outputs, output_rows, plan.output_width() * ElemSize(options.output_type),
+          static_cast<const std::byte*>(state_->output_device()), pinned_output_.data(), &copies_));
+      LTSERVE_RETURN_IF_ERROR(IssueCopies(stream));
+    } else if (out_bytes > 0) {
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pinned_output_.data(), state_->output_device(),
                                                    out_bytes, cudaMemcpyDeviceToHost, stream));
     }
@@ -203,6 +224,28 @@ class GpuInstance final : public ExecutorInstance {
 
   Status Launch(std::size_t bucket) { return graphs_.Launch(*state_, bucket); }
 
+  // copies_ in one cudaMemcpyBatchAsync, in stream order: one call whatever the mix of host
+  // and device memory, where one cudaMemcpyAsync per request would cost a few µs of host time
+  // each.
+  Status IssueCopies(cudaStream_t stream) {
+    if (copies_.empty()) return Status::Ok();
+    destinations_.clear();
+    sources_.clear();
+    sizes_.clear();
+    for (const PlannedCopy& copy : copies_) {
+      destinations_.push_back(copy.destination);
+      sources_.push_back(copy.source);
+      sizes_.push_back(copy.bytes);
+    }
+    cudaMemcpyAttributes attributes{};
+    attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t attributes_index = 0;
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyBatchAsync(destinations_.data(), sources_.data(),
+                                                      sizes_.data(), copies_.size(), &attributes,
+                                                      &attributes_index, 1, stream));
+    return Status::Ok();
+  }
+
   std::shared_ptr<const GpuModel> model_;
   std::unique_ptr<DeviceState> state_;
   PinnedBuffer pinned_input_;
@@ -210,6 +253,12 @@ class GpuInstance final : public ExecutorInstance {
   std::array<Event, 4> events_;
   BucketGraphs graphs_;
   std::array<std::int64_t, kTokenIdInputs> staged_tokens_{};  // token-id plans: per input
+  // A batch's copies to and from requests' GPU memory; reserved at Create for a batch of
+  // capacity_rows one-row requests, so Execute does not allocate.
+  std::vector<PlannedCopy> copies_;
+  std::vector<void*> destinations_;
+  std::vector<const void*> sources_;
+  std::vector<std::size_t> sizes_;
   std::int64_t last_output_rows_ = 0;  // of the last run: tokens, or sequences when pooled
   std::int64_t last_batch_ = 0;
 };
@@ -238,6 +287,13 @@ class GpuFactory final : public ExecutorFactory {
   Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int /*index*/) override {
     LTSERVE_ASSIGN_OR_RETURN(std::unique_ptr<GpuInstance> instance, GpuInstance::Create(model_));
     return std::unique_ptr<ExecutorInstance>(std::move(instance));
+  }
+
+  // Row plans copy a request's rows as they are; a token plan's inputs are repacked on the
+  // host (sequences, positions), so its tensors go through host memory.
+  std::optional<std::int64_t> DirectDeviceMemory() const override {
+    if (plan::TakesTokens(model_->plan().input_kind())) return std::nullopt;
+    return model_->options().gpu_device;
   }
 
  private:

@@ -328,6 +328,97 @@ def test_cuda_shared_memory_round_trip(triton, ltserve_server):
         cudashm.destroy_shared_memory_region(handle_out)
 
 
+def cuda_shared_memory_module():
+    if not gpu_visible():
+        pytest.skip("no GPU on this machine: CUDA shared memory needs one (scripts/gpu.sh runs this)")
+    return pytest.importorskip("tritonclient.utils.cuda_shared_memory",
+                               reason="tritonclient's cuda_shared_memory needs cuda-python")
+
+
+def test_cuda_shared_memory_mixed_with_plain_requests_in_batches(triton, ltserve_server):
+    """Requests with CUDA-region tensors batch with plain ones: the GPU executor reads those rows
+    and writes those outputs in device memory itself, each at its own offset, while the others'
+    rows go through host staging; every request must get exactly its own rows' outputs."""
+    cudashm = cuda_shared_memory_module()
+    threads, per_thread = 8, 12
+    slots = threads * per_thread
+    data = [fresh_inputs(BATCH) for _ in range(slots)]
+    handle_in = cudashm.create_shared_memory_region("cuda-mixed-in", slots * INPUT_BYTES, 0)
+    handle_out = cudashm.create_shared_memory_region("cuda-mixed-out", slots * OUTPUT_BYTES, 0)
+    try:
+        cudashm.set_shared_memory_region(handle_in, data)
+        triton.register_cuda_shared_memory("cuda-mixed-in", cudashm.get_raw_handle(handle_in), 0,
+                                           slots * INPUT_BYTES)
+        triton.register_cuda_shared_memory("cuda-mixed-out", cudashm.get_raw_handle(handle_out), 0,
+                                           slots * OUTPUT_BYTES)
+        plain: dict[int, np.ndarray] = {}
+        failures: list[str] = []
+
+        def client(t: int):
+            own = grpcclient.InferenceServerClient(url=ltserve_server.grpc_address)
+            try:
+                for i in range(per_thread):
+                    slot = t * per_thread + i
+                    # Slot by slot: input in the region, output in the region, both, or neither.
+                    kind = slot % 4
+                    if kind in (1, 3):
+                        tensor = grpcclient.InferInput(INPUT, [BATCH, IN_FEATURES], "FP32")
+                        tensor.set_shared_memory("cuda-mixed-in", INPUT_BYTES, slot * INPUT_BYTES)
+                    else:
+                        tensor = raw_input(data[slot])
+                    output = grpcclient.InferRequestedOutput(OUTPUT)
+                    if kind in (2, 3):
+                        output.set_shared_memory("cuda-mixed-out", OUTPUT_BYTES, slot * OUTPUT_BYTES)
+                    result = own.infer(MODEL, [tensor], outputs=[output], client_timeout=CALL_TIMEOUT_S)
+                    if kind not in (2, 3):
+                        plain[slot] = result.as_numpy(OUTPUT)
+            except Exception as error:  # noqa: BLE001 - reported below with the thread
+                failures.append(f"thread {t}: {error}")
+            finally:
+                own.close()
+
+        workers = [threading.Thread(target=client, args=(t,)) for t in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert not failures, failures
+        written = cudashm.get_contents_as_numpy(handle_out, np.float32, [slots * BATCH, OUT_FEATURES])
+        for slot in range(slots):
+            got = plain[slot] if slot % 4 not in (2, 3) else written[slot * BATCH:(slot + 1) * BATCH]
+            np.testing.assert_allclose(got, reference(ltserve_server.repo, data[slot]),
+                                       rtol=BF16_RTOL, atol=BF16_ATOL, err_msg=f"slot {slot}")
+    finally:
+        triton.unregister_cuda_shared_memory()
+        cudashm.destroy_shared_memory_region(handle_in)
+        cudashm.destroy_shared_memory_region(handle_out)
+
+
+def test_cuda_output_region_too_small_is_invalid_argument_and_left_alone(triton, ltserve_server):
+    cudashm = cuda_shared_memory_module()
+    data = fresh_inputs(BATCH)
+    small = OUTPUT_BYTES - 4
+    handle_out = cudashm.create_shared_memory_region("cuda-small-out", small, 0)
+    try:
+        poison = np.full(small // 4, np.nan, dtype=np.float32)
+        cudashm.set_shared_memory_region(handle_out, [poison])
+        triton.register_cuda_shared_memory("cuda-small-out", cudashm.get_raw_handle(handle_out), 0, small)
+        output = grpcclient.InferRequestedOutput(OUTPUT)
+        output.set_shared_memory("cuda-small-out", small)
+        error = refused(lambda: triton.infer(MODEL, [raw_input(data)], outputs=[output],
+                                             client_timeout=CALL_TIMEOUT_S))
+        assert error.status() == "StatusCode.INVALID_ARGUMENT", error.message()
+        assert f"was given shared_memory_byte_size {small}" in error.message(), error.message()
+        assert np.isnan(cudashm.get_contents_as_numpy(handle_out, np.float32, [small // 4])).all()
+        # The server goes on answering.
+        plain = triton.infer(MODEL, [raw_input(data)], client_timeout=CALL_TIMEOUT_S)
+        np.testing.assert_allclose(plain.as_numpy(OUTPUT), reference(ltserve_server.repo, data),
+                                   rtol=BF16_RTOL, atol=BF16_ATOL)
+    finally:
+        triton.unregister_cuda_shared_memory()
+        cudashm.destroy_shared_memory_region(handle_out)
+
+
 # --- perf_analyzer ----------------------------------------------------------------------------
 
 def test_perf_analyzer_system_shared_memory(ltserve_server):
