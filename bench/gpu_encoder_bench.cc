@@ -23,6 +23,7 @@
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
 #include "gpu_forward_timer.h"
+#include "programmatic_launch_ab.h"
 
 namespace {
 
@@ -547,6 +548,14 @@ int main(int argc, char** argv) {
       std::printf("| %ld | %.0f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", static_cast<long>(batch),
                   tokens, floor_us, ltserve_us, torch_us, torch_us / ltserve_us, ltserve_us / floor_us);
       std::fflush(stdout);
+    }
+    {
+      const std::int64_t batches[] = {1, 8, 32, 128};
+      if (PrintProgrammaticLaunchAB("BERT-base layers, bf16, seq 128", p, spec, tokens.value(),
+                                    std::span(batches).first(max_batch >= 128 ? 4 : 1),
+                                    kSeq) != 0) {
+        return 1;
+      }
     }
     PrintTokenIds(*timer.value(), *p, max_batch);
     PrintStepBreakdown(*timer.value(), max_batch);

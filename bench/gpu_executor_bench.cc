@@ -20,6 +20,7 @@
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
 #include "gpu_forward_timer.h"
+#include "programmatic_launch_ab.h"
 
 namespace {
 
@@ -173,6 +174,22 @@ int BenchModel(const std::string& name, const std::string& path, std::int64_t ma
   return 0;
 }
 
+// The A/B of programmatic launch at the batches that run the small-batch kernel (1 and 2 rows)
+// and one that does not (cuBLASLt only: the launch applies to the conversions at the edges).
+int BenchProgrammaticLaunch(const std::string& name, const std::string& path) {
+  auto module = torch::jit::load(path);
+  auto plan = Lower(module);
+  if (plan == nullptr || !plan->Validate().ok()) return 1;
+  ltserve::ModelSpec spec;
+  spec.name = name;
+  spec.max_batch_size = 64;
+  spec.inputs = {{"x", ltserve::DataType::kFp32, {plan->input_width()}}};
+  spec.outputs = {{"y", ltserve::DataType::kFp32, {plan->output_width()}}};
+  spec.options.precision = ltserve::Precision::kBf16;
+  const std::int64_t batches[] = {1, 2, 16, 64};
+  return PrintProgrammaticLaunchAB(name + ", FP32 in and out", plan, spec, std::nullopt, batches, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -199,6 +216,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     failures += BenchModel("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt", max_batch, peak, copy);
     failures += BenchModel("FFN 4096-16384-4096 GELU(tanh)", dir + "/ffn.pt", max_batch, peak, copy);
+    failures += BenchProgrammaticLaunch("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
     return failures == 0 ? 0 : 1;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench failed: %s\n", error.what());

@@ -123,6 +123,7 @@ const std::vector<KnownParameter>& Known() {
          return true;
        }},
       Boolean("cuda_graphs", &ModelOptions::cuda_graphs),
+      Boolean("programmatic_launch", &ModelOptions::programmatic_launch),
       Choice<PathChoice>("execution_path", "auto, plan or torchscript",
                          {{"auto", PathChoice::kAuto}, {"plan", PathChoice::kPlan},
                           {"torchscript", PathChoice::kTorchScript}},

@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float q_s[kQueriesPerRound][kMaxHeadDim];
   __shared__ float k_s[kKeyTile][kMaxHeadDim + 1];  // +1: lanes read different rows conflict-free
   __shared__ float v_s[kKeyTile][kMaxHeadDim];
+  WaitForPriorKernel();
   const int items = batch[0];
   const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * head_dim;
@@ -221,6 +222,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   // Two stages: the copy of tile i + 1 runs while the warps compute on tile i.
   __shared__ __align__(16) std::uint16_t k_s[2][kKeys][kStride];
   __shared__ __align__(16) std::uint16_t v_s[2][kKeys][kStride];
+  WaitForPriorKernel();
 
   const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * kHeadDim;
@@ -399,25 +401,26 @@ unsigned Blocks(std::int64_t bucket_tokens) {
 template <typename T, int kHeadDim>
 cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch,
                    std::int64_t bucket_tokens, int num_heads, float scale_log2,
-                   cudaStream_t stream) {
+                   bool programmatic, cudaStream_t stream) {
   const dim3 grid(Blocks(bucket_tokens), static_cast<unsigned>(num_heads));
-  AttentionKernel<T, kHeadDim><<<grid, kThreads, 0, stream>>>(
-      static_cast<const T*>(qkv), static_cast<T*>(out), batch, num_heads, scale_log2);
-  return cudaGetLastError();
+  return LaunchProgrammatic(programmatic, AttentionKernel<T, kHeadDim>, grid, dim3(kThreads),
+                            stream, static_cast<const T*>(qkv), static_cast<T*>(out), batch,
+                            num_heads, scale_log2);
 }
 
 bool Supports(int head_dim) { return head_dim % 16 == 0 && head_dim <= kMaxHeadDim; }
 
 template <typename T>
 cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
-                     std::int64_t bucket_tokens, int num_heads, int head_dim,
+                     std::int64_t bucket_tokens, int num_heads, int head_dim, bool programmatic,
                      cudaStream_t stream) {
   // softmax(x·scale) = 2^(x·scale·log2 e) / Σ: the kernel works in the exp2 domain.
   const float scale_log2 =
       static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
   switch (head_dim) {
 #define LTSERVE_ATTENTION_HEAD_DIM(D) \
-  case D: return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, stream);
+  case D:                              \
+    return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, programmatic, stream);
     LTSERVE_ATTENTION_HEAD_DIM(16)
     LTSERVE_ATTENTION_HEAD_DIM(32)
     LTSERVE_ATTENTION_HEAD_DIM(48)
@@ -435,16 +438,15 @@ cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
 
 template <typename T>
 cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
-                      std::int64_t bucket_tokens, int num_heads, int head_dim,
+                      std::int64_t bucket_tokens, int num_heads, int head_dim, bool programmatic,
                       cudaStream_t stream) {
   // A batch of bucket_tokens tokens has at most that many work items (each covers a token).
   const std::int64_t blocks = bucket_tokens < kMaxBlocksPerHead ? bucket_tokens : kMaxBlocksPerHead;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  AttentionKernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(qkv),
-                                                    static_cast<T*>(out), batch, num_heads,
-                                                    head_dim, scale);
-  return cudaGetLastError();
+  return LaunchProgrammatic(programmatic, AttentionKernel<T>, grid, dim3(kThreads), stream,
+                            static_cast<const T*>(qkv), static_cast<T*>(out), batch, num_heads,
+                            head_dim, scale);
 }
 
 }  // namespace
@@ -452,7 +454,7 @@ cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                            cudaStream_t stream) {
+                            bool programmatic, cudaStream_t stream) {
   if (head_dim < 1 || head_dim > kAttentionMaxHeadDim || num_heads < 1 || num_heads > 65535) {
     return cudaErrorInvalidValue;
   }
@@ -464,19 +466,19 @@ cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batc
   const int dim = static_cast<int>(head_dim);
   switch (type) {
     case ElemType::kFp32:
-      return Attention<float>(qkv, out, batch, bucket_tokens, heads, dim, stream);
+      return Attention<float>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
     case ElemType::kFp16:
       if (tensor_core::Supports(dim)) {
         return tensor_core::Dispatch<__half>(qkv, out, batch, bucket_tokens, heads, dim,
-                                             stream);
+                                             programmatic, stream);
       }
-      return Attention<__half>(qkv, out, batch, bucket_tokens, heads, dim, stream);
+      return Attention<__half>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
     case ElemType::kBf16:
       if (tensor_core::Supports(dim)) {
         return tensor_core::Dispatch<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads,
-                                                     dim, stream);
+                                                     dim, programmatic, stream);
       }
-      return Attention<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads, dim, stream);
+      return Attention<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -44,10 +44,11 @@ constexpr std::int64_t AttentionBatchInts(std::int64_t max_tokens) {
 // above). `qkv` is [tokens, 3·num_heads·head_dim] (q | k | v, heads contiguous within each),
 // `out` is [tokens, num_heads·head_dim], both of element type `type`; math in fp32.
 // `bucket_tokens` bounds the tokens of any batch this launch will see (it sizes the grid);
-// cudaErrorInvalidValue when it exceeds the buffer's capacity `max_tokens`.
+// cudaErrorInvalidValue when it exceeds the buffer's capacity `max_tokens`. `programmatic`:
+// launched to overlap the kernel before it (programmatic dependent launch, sm_90+ only).
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                            cudaStream_t stream);
+                            bool programmatic, cudaStream_t stream);
 
 }  // namespace ltserve::gpu

@@ -22,6 +22,10 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   state->model_ = model;
   const GpuModelOptions& options = model->options();
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.gpu_device));
+  int major = 0;
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options.gpu_device));
+  state->programmatic_ = options.programmatic_launch && major >= 9;
   LTSERVE_ASSIGN_OR_RETURN(state->stream_, CreateStream());
   LTSERVE_ASSIGN_OR_RETURN(state->handle_, CreateLtHandle());
   LTSERVE_ASSIGN_OR_RETURN(state->workspace_,
@@ -97,7 +101,7 @@ Status DeviceState::RunGemm(std::size_t step_index, const GemmStep& step, std::s
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(
         operands.input, operands.weight, operands.bias, operands.residual, operands.output, rows,
         step.n, step.k, step.Effective(model_->options().gelu),
-        StorageType(model_->options().precision), stream()));
+        StorageType(model_->options().precision), programmatic_, stream()));
     return Status::Ok();
   }
   LTSERVE_RETURN_IF_ERROR(gemms_[step_index][bucket].Run(
@@ -146,7 +150,8 @@ Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_mark
   if (input_io_.data() != nullptr) {
     LTSERVE_CUDA_RETURN_IF_ERROR(
         LaunchConvert(input_io_.data(), options.input_type, Value(plan.input()), storage,
-                      static_cast<std::size_t>(rows * plan.input_width()), stream()));
+                      static_cast<std::size_t>(rows * plan.input_width()), programmatic_,
+                      stream()));
   }
   for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
@@ -164,12 +169,13 @@ Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_mark
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchLayerNorm(
           Value(norm->input), residual, static_cast<const float*>(model_->Weight(norm->gamma_offset)),
           static_cast<const float*>(model_->Weight(norm->beta_offset)), Value(norm->output),
-          step_rows, plan.values()[norm->output].width, norm->eps, storage, stream()));
+          step_rows, plan.values()[norm->output].width, norm->eps, storage, programmatic_,
+          stream()));
     } else if (const auto* attention = std::get_if<AttentionStep>(&step)) {
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
           attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
-          storage, stream()));
+          storage, programmatic_, stream()));
     } else if (const auto* embed = std::get_if<EmbedStep>(&step)) {
       LTSERVE_RETURN_IF_ERROR(RunEmbed(*embed, bucket));
     } else if (const auto* pool = std::get_if<PoolStep>(&step)) {
@@ -190,7 +196,7 @@ Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_mark
     LTSERVE_CUDA_RETURN_IF_ERROR(
         LaunchConvert(Value(plan.output()), storage, output_io_.data(), options.output_type,
                       static_cast<std::size_t>(model_->OutputRows(bucket) * plan.output_width()),
-                      stream()));
+                      programmatic_, stream()));
   }
   return Status::Ok();
 }
@@ -240,7 +246,7 @@ Result<bool> DeviceState::PreferSmallBatch(const GpuModel& model, const GemmStep
   LTSERVE_ASSIGN_OR_RETURN(const float small_ms, TimeOnStream([&]() -> Status {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(
         operands.input, operands.weight, operands.bias, operands.residual, operands.output, rows,
-        step.n, step.k, step.Effective(options.gelu), storage, stream()));
+        step.n, step.k, step.Effective(options.gelu), storage, programmatic_, stream()));
     return Status::Ok();
   }, stream()));
   return ClearlyFaster(small_ms, cublas_ms);

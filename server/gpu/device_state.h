@@ -79,6 +79,8 @@ class DeviceState {
   DeviceBuffer token_ids_;  // a token-id plan's three int32 inputs
   std::vector<std::vector<Gemm>> gemms_;  // [step][bucket]; empty for non-GEMM steps
   std::optional<AttentionBatch> attention_batch_;  // only for a model with attention or pooling
+  // LayerNorm and attention by programmatic dependent launch: the option, on sm_90 or newer.
+  bool programmatic_ = false;
 };
 
 }  // namespace ltserve::gpu

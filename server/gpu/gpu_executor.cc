@@ -279,7 +279,8 @@ class GpuFactory final : public ExecutorFactory {
         << " other kernels, " << (options.cuda_graphs ? "graphs" : "no graphs") << " for "
         << model_->buckets().size() << " buckets up to " << options.capacity_rows
         << " rows, workspace " << options.workspace_bytes << " bytes, GELU "
-        << (options.gelu == GeluMode::kExact ? "exact (erf)" : "tanh epilogue");
+        << (options.gelu == GeluMode::kExact ? "exact (erf)" : "tanh epilogue")
+        << (options.programmatic_launch ? "" : ", programmatic launch off");
     for (const std::string& note : model_->notes()) out << "; " << note;
     return out.str();
   }

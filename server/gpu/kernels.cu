@@ -14,6 +14,7 @@ constexpr std::int64_t kMaxBlocks = 4096;
 
 template <typename Src, typename Dst>
 __global__ void ConvertKernel(const Src* src, Dst* dst, std::int64_t count) {
+  WaitForPriorKernel();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     Store(dst, i, Load(src, i));
@@ -52,6 +53,7 @@ __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T
 template <typename T>
 __global__ void LayerNormKernel(const T* in, const T* residual, const float* gamma,
                                 const float* beta, T* out, std::int64_t width, float eps) {
+  WaitForPriorKernel();
   __shared__ float scratch[32];
   const std::int64_t base = blockIdx.x * width;
   auto value = [&](std::int64_t c) {
@@ -89,6 +91,7 @@ template <typename T, int kChunks>
 __global__ void __launch_bounds__(kThreads)
     VectorLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
                           T* out, std::int64_t rows, int width, float eps) {
+  WaitForPriorKernel();
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -162,6 +165,7 @@ template <typename T, int kPerLane>
 __global__ void __launch_bounds__(kThreads)
     WarpLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
                         T* out, std::int64_t rows, int width, float eps) {
+  WaitForPriorKernel();
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -206,20 +210,20 @@ unsigned Blocks(std::int64_t count) {
 
 template <typename Src>
 cudaError_t ConvertFrom(const Src* src, void* dst, ElemType dst_type, std::int64_t count,
-                        cudaStream_t stream) {
+                        bool programmatic, cudaStream_t stream) {
+  const dim3 grid(Blocks(count)), block(kThreads);
   switch (dst_type) {
     case ElemType::kFp32:
-      ConvertKernel<<<Blocks(count), kThreads, 0, stream>>>(src, static_cast<float*>(dst), count);
-      break;
+      return LaunchProgrammatic(programmatic, ConvertKernel<Src, float>, grid, block, stream, src,
+                                static_cast<float*>(dst), count);
     case ElemType::kFp16:
-      ConvertKernel<<<Blocks(count), kThreads, 0, stream>>>(src, static_cast<__half*>(dst), count);
-      break;
+      return LaunchProgrammatic(programmatic, ConvertKernel<Src, __half>, grid, block, stream, src,
+                                static_cast<__half*>(dst), count);
     case ElemType::kBf16:
-      ConvertKernel<<<Blocks(count), kThreads, 0, stream>>>(
-          src, static_cast<__nv_bfloat16*>(dst), count);
-      break;
+      return LaunchProgrammatic(programmatic, ConvertKernel<Src, __nv_bfloat16>, grid, block,
+                                stream, src, static_cast<__nv_bfloat16*>(dst), count);
   }
-  return cudaGetLastError();
+  return cudaErrorInvalidValue;
 }
 
 template <typename T>
@@ -235,33 +239,30 @@ cudaError_t Pointwise(const void* in, const void* bias, const void* residual, vo
 template <typename T>
 cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
                       const float* beta, void* out, std::int64_t rows, std::int64_t width,
-                      float eps, cudaStream_t stream) {
+                      float eps, bool programmatic, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(in);
   const auto* r = static_cast<const T*>(residual);
   auto* y = static_cast<T*>(out);
-  const auto warp_blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  const dim3 warp_blocks(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
   const int w = static_cast<int>(width);
   constexpr std::int64_t kVec = 16 / static_cast<std::int64_t>(sizeof(T));
   // Rows start on 16 bytes when the width is a multiple of the vector (buffers are
   // cudaMalloc'd, hence 256-byte aligned).
   const std::int64_t lane_chunks = (width / kVec + 31) / 32;
+  const auto warps = [&](auto kernel) {
+    return LaunchProgrammatic(programmatic, kernel, warp_blocks, dim3(kThreads), stream, x, r,
+                              gamma, beta, y, rows, w, eps);
+  };
   if (width % kVec == 0 && lane_chunks <= 4) {
-    if (lane_chunks == 1) {
-      VectorLayerNormKernel<T, 1><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
-    } else if (lane_chunks == 2) {
-      VectorLayerNormKernel<T, 2><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
-    } else if (lane_chunks == 3) {  // 768 in 16-bit storage: no lane loads a chunk it drops
-      VectorLayerNormKernel<T, 3><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
-    } else {
-      VectorLayerNormKernel<T, 4><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
-    }
-  } else if (width <= 32 * 8) {
-    WarpLayerNormKernel<T, 8><<<warp_blocks, kThreads, 0, stream>>>(x, r, gamma, beta, y, rows, w, eps);
-  } else {
-    LayerNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, r, gamma, beta, y,
-                                                                            width, eps);
+    if (lane_chunks == 1) return warps(VectorLayerNormKernel<T, 1>);
+    if (lane_chunks == 2) return warps(VectorLayerNormKernel<T, 2>);
+    // 768 in 16-bit storage: no lane loads a chunk it drops.
+    if (lane_chunks == 3) return warps(VectorLayerNormKernel<T, 3>);
+    return warps(VectorLayerNormKernel<T, 4>);
   }
-  return cudaGetLastError();
+  if (width <= 32 * 8) return warps(WarpLayerNormKernel<T, 8>);
+  return LaunchProgrammatic(programmatic, LayerNormKernel<T>, dim3(static_cast<unsigned>(rows)),
+                            dim3(kThreads), stream, x, r, gamma, beta, y, width, eps);
 }
 
 }  // namespace
@@ -269,14 +270,17 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
 std::size_t ElemSize(ElemType type) { return type == ElemType::kFp32 ? 4 : 2; }
 
 cudaError_t LaunchConvert(const void* src, ElemType src_type, void* dst, ElemType dst_type,
-                          std::size_t count, cudaStream_t stream) {
+                          std::size_t count, bool programmatic, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   const auto n = static_cast<std::int64_t>(count);
   switch (src_type) {
-    case ElemType::kFp32: return ConvertFrom(static_cast<const float*>(src), dst, dst_type, n, stream);
-    case ElemType::kFp16: return ConvertFrom(static_cast<const __half*>(src), dst, dst_type, n, stream);
+    case ElemType::kFp32:
+      return ConvertFrom(static_cast<const float*>(src), dst, dst_type, n, programmatic, stream);
+    case ElemType::kFp16:
+      return ConvertFrom(static_cast<const __half*>(src), dst, dst_type, n, programmatic, stream);
     case ElemType::kBf16:
-      return ConvertFrom(static_cast<const __nv_bfloat16*>(src), dst, dst_type, n, stream);
+      return ConvertFrom(static_cast<const __nv_bfloat16*>(src), dst, dst_type, n, programmatic,
+                         stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -315,15 +319,18 @@ cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residu
 
 cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
                             const float* beta, void* out, std::int64_t rows, std::int64_t width,
-                            float eps, ElemType type, cudaStream_t stream) {
+                            float eps, ElemType type, bool programmatic, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   switch (type) {
     case ElemType::kFp32:
-      return LayerNorm<float>(in, residual, gamma, beta, out, rows, width, eps, stream);
+      return LayerNorm<float>(in, residual, gamma, beta, out, rows, width, eps, programmatic,
+                              stream);
     case ElemType::kFp16:
-      return LayerNorm<__half>(in, residual, gamma, beta, out, rows, width, eps, stream);
+      return LayerNorm<__half>(in, residual, gamma, beta, out, rows, width, eps, programmatic,
+                               stream);
     case ElemType::kBf16:
-      return LayerNorm<__nv_bfloat16>(in, residual, gamma, beta, out, rows, width, eps, stream);
+      return LayerNorm<__nv_bfloat16>(in, residual, gamma, beta, out, rows, width, eps,
+                                      programmatic, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -16,9 +16,10 @@ namespace ltserve::gpu {
 enum class ElemType : std::uint8_t { kFp32, kFp16, kBf16 };
 std::size_t ElemSize(ElemType type);
 
-// dst[i] = src[i] converted, for i < count.
+// dst[i] = src[i] converted, for i < count. `programmatic`: launched to overlap the kernel
+// before it (programmatic dependent launch, sm_90+ only; see kernels_device.cuh).
 cudaError_t LaunchConvert(const void* src, ElemType src_type, void* dst, ElemType dst_type,
-                          std::size_t count, cudaStream_t stream);
+                          std::size_t count, bool programmatic, cudaStream_t stream);
 
 // Fills `count` elements with values uniform in [-1, 1) from a hash of (seed, index): timing
 // GEMM candidates on zeros would rank them on data that runs faster than real inputs.
@@ -44,15 +45,19 @@ bool SmallBatchLinearSupports(ElemType type, std::int64_t rows, std::int64_t in_
 // where a GEMM is a matrix-vector product bound by reading the weights once: warps stream
 // weight rows with 16-byte loads and finish bias, residual and activation in registers.
 // `bias` and `residual` may be null.
+// `programmatic`: launched to overlap the kernel before it, its first weight loads issued
+// before waiting for that kernel (programmatic dependent launch, sm_90+ only).
 cudaError_t LaunchSmallBatchLinear(const void* x, const void* w, const void* bias,
                                    const void* residual, void* y, std::int64_t rows,
                                    std::int64_t out_features, std::int64_t in_features,
-                                   plan::Activation act, ElemType type, cudaStream_t stream);
+                                   plan::Activation act, ElemType type, bool programmatic,
+                                   cudaStream_t stream);
 
 // out = LayerNorm(in + residual) over each row; `residual`, `gamma`, `beta` may be null.
-// gamma/beta are fp32; in/residual/out have element type `type`.
+// gamma/beta are fp32; in/residual/out have element type `type`. `programmatic`: launched to
+// overlap the kernel before it (programmatic dependent launch, sm_90+ only).
 cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
                             const float* beta, void* out, std::int64_t rows, std::int64_t width,
-                            float eps, ElemType type, cudaStream_t stream);
+                            float eps, ElemType type, bool programmatic, cudaStream_t stream);
 
 }  // namespace ltserve::gpu

@@ -13,6 +13,35 @@
 
 namespace ltserve::gpu {
 
+// Programmatic dependent launch (sm_90+): a kernel launched by LaunchProgrammatic may be
+// resident while the kernel before it on the stream drains, which hides its launch and ramp-up
+// behind that kernel's tail. Everything it reads or writes in global memory may still belong
+// to that kernel, so it calls this first: it returns once the kernel before has completed and
+// its writes are visible. A no-op when launched normally, and before sm_90.
+__device__ __forceinline__ void WaitForPriorKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Launches `kernel` on `stream`; with `programmatic`, as a programmatic dependent launch
+// (the kernel must begin with WaitForPriorKernel). Inside a stream capture the dependency
+// becomes a programmatic edge of the graph. Returns the launch's error.
+template <typename... Params, typename... Args>
+cudaError_t LaunchProgrammatic(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block,
+                               cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = programmatic ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
 __device__ __forceinline__ float Load(const float* p, std::int64_t i) { return p[i]; }
 __device__ __forceinline__ float Load(const __half* p, std::int64_t i) { return __half2float(p[i]); }
 __device__ __forceinline__ float Load(const __nv_bfloat16* p, std::int64_t i) {

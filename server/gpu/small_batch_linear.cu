@@ -37,18 +37,27 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int n = blockIdx.x * columns_per_block + warp / split;
   const int k_part = warp % split;
   float acc[kRows] = {};
-  if (n < n_total) {
-    const T* w_row = w + static_cast<std::int64_t>(n) * k_total;
-    const int stride = split * 32 * kVector;
-    // kUnroll independent 16-byte weight loads are issued before any is used, so each warp
-    // keeps kUnroll × 512 bytes in flight.
-    for (int k0 = (k_part * 32 + lane) * kVector; k0 < k_total; k0 += kUnroll * stride) {
-      uint4 raw[kUnroll];
+  const T* w_row = w + static_cast<std::int64_t>(n < n_total ? n : 0) * k_total;
+  const int stride = split * 32 * kVector;
+  // kUnroll independent 16-byte weight loads are issued before any is used, so each warp
+  // keeps kUnroll × 512 bytes in flight.
+  uint4 raw[kUnroll];
+  const auto load = [&](int k0) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int k = k0 + u * stride;
-        raw[u] = k < k_total ? __ldg(reinterpret_cast<const uint4*>(w_row + k)) : uint4{};
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int k = k0 + u * stride;
+      raw[u] = n < n_total && k < k_total ? __ldg(reinterpret_cast<const uint4*>(w_row + k))
+                                          : uint4{};
+    }
+  };
+  const int k_first = (k_part * 32 + lane) * kVector;
+  // The weights are not the kernel before's output: under a programmatic launch their first
+  // loads are in flight while that kernel drains.
+  load(k_first);
+  WaitForPriorKernel();
+  if (n < n_total) {
+    for (int k0 = k_first; k0 < k_total; k0 += kUnroll * stride) {
+      if (k0 != k_first) load(k0);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int k = k0 + u * stride;
@@ -88,28 +97,30 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <typename T, int kRows>
 cudaError_t Launch(const void* x, const void* w, const void* bias, const void* residual, void* y,
-                   std::int64_t rows, std::int64_t n, std::int64_t k, plan::Activation act, cudaStream_t stream) {
+                   std::int64_t rows, std::int64_t n, std::int64_t k, plan::Activation act,
+                   bool programmatic, cudaStream_t stream) {
   int split = 1;
   while (split < kWarps && n * split < kTargetWarps) split *= 2;
   const int columns_per_block = kWarps / split;
   const auto blocks = static_cast<unsigned>((n + columns_per_block - 1) / columns_per_block);
-  SmallBatchLinearKernel<T, kRows><<<blocks, kWarps * 32, 0, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
-      static_cast<const T*>(residual), static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(n),
-      static_cast<int>(k), split, act);
-  return cudaGetLastError();
+  return LaunchProgrammatic(programmatic, SmallBatchLinearKernel<T, kRows>, dim3(blocks),
+                            dim3(kWarps * 32), stream, static_cast<const T*>(x),
+                            static_cast<const T*>(w), static_cast<const T*>(bias),
+                            static_cast<const T*>(residual), static_cast<T*>(y),
+                            static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k),
+                            split, act);
 }
 
 template <typename T>
 cudaError_t Dispatch(const void* x, const void* w, const void* bias, const void* residual,
                      void* y, std::int64_t rows, std::int64_t n, std::int64_t k,
-                     plan::Activation act, cudaStream_t stream) {
+                     plan::Activation act, bool programmatic, cudaStream_t stream) {
   switch (rows) {
-    case 1: return Launch<T, 1>(x, w, bias, residual, y, rows, n, k, act, stream);
-    case 2: return Launch<T, 2>(x, w, bias, residual, y, rows, n, k, act, stream);
+    case 1: return Launch<T, 1>(x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
+    case 2: return Launch<T, 2>(x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
     case 3:
-    case 4: return Launch<T, 4>(x, w, bias, residual, y, rows, n, k, act, stream);
-    default: return Launch<T, 8>(x, w, bias, residual, y, rows, n, k, act, stream);
+    case 4: return Launch<T, 4>(x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
+    default: return Launch<T, 8>(x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
   }
 }
 
@@ -123,13 +134,15 @@ bool SmallBatchLinearSupports(ElemType type, std::int64_t rows, std::int64_t in_
 cudaError_t LaunchSmallBatchLinear(const void* x, const void* w, const void* bias,
                                    const void* residual, void* y, std::int64_t rows,
                                    std::int64_t out_features, std::int64_t in_features,
-                                   plan::Activation act, ElemType type, cudaStream_t stream) {
+                                   plan::Activation act, ElemType type, bool programmatic,
+                                   cudaStream_t stream) {
   if (!SmallBatchLinearSupports(type, rows, in_features)) return cudaErrorInvalidValue;
   if (type == ElemType::kBf16) {
     return Dispatch<__nv_bfloat16>(x, w, bias, residual, y, rows, out_features, in_features, act,
-                                   stream);
+                                   programmatic, stream);
   }
-  return Dispatch<__half>(x, w, bias, residual, y, rows, out_features, in_features, act, stream);
+  return Dispatch<__half>(x, w, bias, residual, y, rows, out_features, in_features, act,
+                          programmatic, stream);
 }
 
 }  // namespace ltserve::gpu

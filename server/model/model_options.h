@@ -37,6 +37,9 @@ struct ModelOptions {
   int algo_candidates = 8;           // heuristic candidates timed per GEMM
   std::string algo_cache_file;       // resolved against the model directory; empty: none
   bool cuda_graphs = true;
+  // Hopper and newer: the executor's own kernels (LayerNorm, attention) are launched to start
+  // while the kernel before them drains (programmatic dependent launch).
+  bool programmatic_launch = true;
   SmallBatchMode small_batch = SmallBatchMode::kAuto;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal

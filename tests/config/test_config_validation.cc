@@ -250,7 +250,8 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
   ExpectInvalidAt(c, "parameters[precison]", "parameters { key: \"precison\"",
                   "unknown parameter; ltserve knows precision, gelu_epilogue, "
                   "algo_candidates, fuse_epilogues, small_batch_kernel, gpu_device, "
-                  "cublaslt_workspace_bytes, algo_cache_file, cuda_graphs, execution_path, "
+                  "cublaslt_workspace_bytes, algo_cache_file, cuda_graphs, programmatic_launch, "
+                  "execution_path, "
                   "max_sequence_length, max_tokens_per_batch, INTRA_OP_THREAD_COUNT, "
                   "INTER_OP_THREAD_COUNT (see");
 }
@@ -265,6 +266,7 @@ TEST_F(ConfigValidation, RejectsBadParameterValues) {
       {"cublaslt_workspace_bytes", "32MiB"},
       {"algo_cache_file", ""},
       {"cuda_graphs", "yes"},
+      {"programmatic_launch", "on"},
       {"execution_path", "gpu"},
       {"max_sequence_length", "0"},
       {"max_tokens_per_batch", "1e4"},

@@ -279,7 +279,9 @@ TEST(GpuEncoder, Bf16LayerOfWidth768MatchesReferenceAt512Tokens) {
 
 // ---- Graphs, empty sequences, errors.
 
-TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRuns) {
+// Also against graphs of ordinary launches: programmatic dependent launch (on by default)
+// changes when attention and LayerNorm may start, never what they compute.
+TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRunsAndOrdinaryLaunches) {
   SKIP_WITHOUT_GPU();
   auto plan = EncoderLayerPlan({64, 4, 128, Activation::kGeluErf, false, "bf16"});
   const std::filesystem::path cache = std::filesystem::temp_directory_path() /
@@ -291,9 +293,14 @@ TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRuns) {
   spec.options.cuda_graphs = false;
   auto eager = TokenFactory(plan, spec);  // the same algorithms, from the file
   ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+  spec.options.cuda_graphs = true;
+  spec.options.programmatic_launch = false;
+  auto ordinary = TokenFactory(plan, spec);
+  ASSERT_TRUE(ordinary.ok()) << ordinary.status().ToString();
   auto a = graphed.value()->CreateInstance(0);
   auto b = eager.value()->CreateInstance(0);
-  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = ordinary.value()->CreateInstance(0);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   // Same bucket (64 tokens) with different splits, then other buckets.
   const std::vector<std::vector<std::int32_t>> batches{
       {64}, {1, 63}, {33, 31}, {8, 8, 8, 8, 8, 8, 8, 8}, {5}, {300, 1, 200}, {1024}};
@@ -302,9 +309,13 @@ TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRuns) {
     const std::vector<float> input = Random(tokens * plan->input_width(), 1.0f);
     const auto x = RunPoisoned(*a.value(), *plan, input, tokens, DataType::kFp32, lengths);
     const auto y = RunPoisoned(*b.value(), *plan, input, tokens, DataType::kFp32, lengths);
+    const auto z = RunPoisoned(*c.value(), *plan, input, tokens, DataType::kFp32, lengths);
     ASSERT_EQ(x.size(), y.size());
+    ASSERT_EQ(x.size(), z.size());
     EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0)
         << lengths.size() << " sequences of " << tokens << " tokens";
+    EXPECT_EQ(std::memcmp(x.data(), z.data(), x.size() * sizeof(float)), 0)
+        << lengths.size() << " sequences of " << tokens << " tokens, ordinary launches";
   }
   std::filesystem::remove(cache);
 }

@@ -293,6 +293,40 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
   std::filesystem::remove(cache);
 }
 
+// Programmatic dependent launch only moves when a kernel may start: every plan, through its
+// graphs and without them, gives bit for bit what ordinary launches give (LayerNorm and the
+// conversions in the zoo, the small-batch kernel chained layer after layer).
+TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& plan : {ZooPlan(), SmallBatchPlan()}) {
+    for (const bool graphs : {true, false}) {
+      std::unique_ptr<ExecutorInstance> instances[2];
+      for (int on = 0; on < 2; ++on) {
+        ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+        spec.options = testing::Options({{"precision", "bf16"},
+                                         {"small_batch_kernel", "always"},
+                                         {"cuda_graphs", graphs ? "true" : "false"},
+                                         {"programmatic_launch", on == 1 ? "true" : "false"}});
+        auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+        ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+        EXPECT_EQ(factory.value()->Describe().find("programmatic launch off") != std::string::npos,
+                  on == 0);
+        auto instance = factory.value()->CreateInstance(0);
+        ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+        instances[on] = std::move(instance).value();
+      }
+      for (std::int64_t rows : {1, 2, 7, 127, kMaxBatch}) {
+        const std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+        const auto on = RunPoisoned(*instances[1], *plan, input, rows, DataType::kFp32);
+        const auto off = RunPoisoned(*instances[0], *plan, input, rows, DataType::kFp32);
+        ASSERT_EQ(on.size(), off.size());
+        EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(float)), 0)
+            << "rows " << rows << (graphs ? " with graphs" : " without graphs");
+      }
+    }
+  }
+}
+
 TEST(GpuExecutor, TwoInstancesOnTwoThreadsGiveTheResultsOfOne) {
   SKIP_WITHOUT_GPU();
   auto plan = AlignedPlan();
