@@ -35,10 +35,12 @@ echo "== GPU executor build"
   cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
 
-echo "== GPU tests"
-./build-gpu-only/tests/gpu/test_gpu_executor > "$OUT/test_gpu_executor.log" 2>&1 || status=1
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |relative error|gelu_epilogue|Failure|error:" \
-  "$OUT/test_gpu_executor.log" | tail -60
+if [[ ${RUN_GPU_TESTS:-1} == 1 ]]; then
+  echo "== GPU tests"
+  ./build-gpu-only/tests/gpu/test_gpu_executor > "$OUT/test_gpu_executor.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |relative error|gelu_epilogue|Failure|error:" \
+    "$OUT/test_gpu_executor.log" | tail -60
+fi
 
 python3 bench/export_bench_models.py build-gpu-only/bench_models > "$OUT/export.log" 2>&1 || status=1
 if [[ ${RUN_BENCH:-1} == 1 ]]; then
