@@ -99,8 +99,7 @@ class CpuPlanFactory : public ExecutorFactory {
 
   ExecutionPath path() const override { return ExecutionPath::kCpuPlan; }
   std::string Describe() const override {
-    return "CPU plan (ATen fp32, " + std::to_string(threads_.intra_op) + " threads" +
-           (threads_.note.empty() ? "" : "; " + threads_.note) + "): " + model_->plan->Describe();
+    return "CPU plan (ATen fp32, " + threads_.Describe() + "): " + model_->plan->Describe();
   }
   Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int /*index*/) override {
     return cpu::CreateCpuInstance(model_);

@@ -16,6 +16,12 @@ namespace ltserve::aten {
 struct AtenThreadCounts {
   int intra_op = 0;  // the intra-op pool's size in force after the call
   std::string note;  // empty, or why a count `model` asked for is not the one in force
+
+  // For the load line: "1 thread", "4 threads", and the note after a "; " when there is one.
+  std::string Describe() const {
+    return std::to_string(intra_op) + (intra_op == 1 ? " thread" : " threads") +
+           (note.empty() ? "" : "; " + note);
+  }
 };
 
 // Called at each model's load, before its first forward.

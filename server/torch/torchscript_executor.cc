@@ -201,8 +201,7 @@ class TorchScriptFactory : public ExecutorFactory {
 
   ExecutionPath path() const override { return ExecutionPath::kTorchScript; }
   std::string Describe() const override {
-    return "TorchScript forward on the CPU (libtorch, " + std::to_string(threads_.intra_op) +
-           " threads" + (threads_.note.empty() ? "" : "; " + threads_.note) + ")";
+    return "TorchScript forward on the CPU (libtorch, " + threads_.Describe() + ")";
   }
   Result<std::unique_ptr<ExecutorInstance>> CreateInstance(int /*index*/) override {
     try {

@@ -84,5 +84,11 @@ TEST(AtenThreads, AnInterOpCountAfterThePoolStartedIsNotAppliedAndSaysWhy) {
   EXPECT_NE(both.note.find("; INTER_OP_THREAD_COUNT 4 not applied"), std::string::npos) << both.note;
 }
 
+TEST(AtenThreads, TheLoadLineCountsOneThreadInTheSingular) {
+  EXPECT_EQ((AtenThreadCounts{1, ""}).Describe(), "1 thread");
+  EXPECT_EQ((AtenThreadCounts{4, ""}).Describe(), "4 threads");
+  EXPECT_EQ((AtenThreadCounts{2, "a note"}).Describe(), "2 threads; a note");
+}
+
 }  // namespace
 }  // namespace ltserve::aten
