@@ -16,8 +16,9 @@ namespace ltserve {
 
 
 // One per model input, in config order, already validated by the service.
-// A request tensor in the client's GPU memory (a CUDA shared-memory region kept open by
-// InferenceRequest::keep_alive), on the GPU the model's instances address directly.
+// A request tensor in the client's GPU memory (a CUDA shared-memory region, which the request's
+// maker keeps open until on_complete has run), on the GPU the model's instances address
+// directly.
 struct DeviceTensor {
   void* data = nullptr;  // nullptr: not in GPU memory
   std::size_t bytes = 0;
