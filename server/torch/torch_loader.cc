@@ -1,5 +1,6 @@
 #include "torch/torch_loader.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/script.h>
 
@@ -11,10 +12,38 @@
 #include "torch/encoder_lowering.h"
 #include "torch/hf_lowering.h"
 #include "torch/lowering.h"
+#include "torch/pickle_lengths.h"
 #include "torch/torchscript_executor.h"
 
 namespace ltserve {
 namespace {
+
+bool IsPickleRecord(std::string_view name) {
+  return name.ends_with(".pkl") || name.ends_with(".debug_pkl");
+}
+
+// Walks every pickle in the archive before libtorch unpickles it (pickle_lengths.h says why).
+// Throws what the zip reader throws on a file that is not an archive; LoadModule catches it.
+Status CheckArchivePickles(const std::filesystem::path& file) {
+  // Deflate expands at most about 1032:1, so a record whose declared size exceeds that many
+  // times the file's is not one the reader could fill; refusing it avoids the allocation.
+  constexpr std::uint64_t kMaxExpansion = 1032;
+  const std::uint64_t file_size = std::filesystem::file_size(file);
+  caffe2::serialize::PyTorchStreamReader archive(file.string());
+  for (const std::string& name : archive.getAllRecords()) {
+    if (!IsPickleRecord(name)) continue;
+    const std::size_t declared = archive.getRecordSize(name);
+    if (declared > kMaxExpansion * file_size) {
+      return InvalidArgument("record '" + name + "' declares " + std::to_string(declared) +
+                             " bytes, more than a " + std::to_string(file_size) +
+                             "-byte archive can hold");
+    }
+    auto [data, size] = archive.getRecord(name);
+    LTSERVE_RETURN_IF_ERROR(torchscript::CheckPickleLengths(
+        name, static_cast<const std::uint8_t*>(data.get()), size));
+  }
+  return Status::Ok();
+}
 
 Result<torch::jit::Module> LoadModule(const std::filesystem::path& file) {
   std::error_code error_code;
@@ -22,6 +51,8 @@ Result<torch::jit::Module> LoadModule(const std::filesystem::path& file) {
     return NotFound("model file '" + file.string() + "' does not exist");
   }
   try {
+    LTSERVE_RETURN_IF_ERROR(CheckArchivePickles(file).WithContext(
+        "model file '" + file.string() + "' is not a loadable TorchScript module: "));
     torch::jit::Module module = torch::jit::load(file.string(), c10::Device(c10::kCPU));
     module.eval();
     return module;

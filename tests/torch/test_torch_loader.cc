@@ -1,5 +1,6 @@
 // LoadTorchScriptModel: every module type lowers (scripted and traced) to the expected ops with
 // the module's own weights; everything else falls back with a reason or fails cleanly.
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
@@ -266,6 +267,36 @@ TEST_F(CorruptFileTest, TruncatedModelIsAnErrorNamingTheFile) {
   ASSERT_GT(bytes.size(), 1000u);
   std::ofstream(path_, std::ios::binary).write(bytes.data(), bytes.size() / 2);
   ExpectCorruptFileError(path_);
+}
+
+// libtorch's unpickler allocates a string's declared length before reading it; the loader's
+// pre-check (torch/pickle_lengths.h) must refuse the length first. The message is the check's,
+// not libtorch's, so a pass here means no 2 GB allocation was made.
+TEST_F(CorruptFileTest, PickleStringLongerThanItsRecordIsRefusedBeforeLibtorchReadsIt) {
+  const std::filesystem::path source = testing::ModelFile("relu_script");
+  std::size_t data_pkl_offset = 0;
+  {
+    caffe2::serialize::PyTorchStreamReader archive(source.string());
+    data_pkl_offset = archive.getRecordOffset("data.pkl");
+    ASSERT_GE(archive.getRecordSize("data.pkl"), 7u);
+  }
+  std::ifstream in(source, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // PROTO 2, then BINUNICODE of 2^31 - 1 bytes over the record's first opcodes. TorchScript
+  // stores records uncompressed and its reader skips the CRC, so the record reads as patched.
+  const std::string patch("\x80\x02X\xff\xff\xff\x7f", 7);
+  bytes.replace(data_pkl_offset, patch.size(), patch);
+  std::ofstream(path_, std::ios::binary).write(bytes.data(), bytes.size());
+
+  ModelSpec spec = MakeSpec("relu_script", {37}, {37});
+  spec.model_file = path_;
+  Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
+  const std::string& message = loaded.status().message();
+  EXPECT_NE(message.find(path_.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("data.pkl"), std::string::npos) << message;
+  EXPECT_NE(message.find("declares 2147483647 bytes"), std::string::npos) << message;
 }
 
 TEST(TorchLoaderTest, ExecutionPathTorchScriptSkipsLowering) {
