@@ -93,6 +93,17 @@ Status CheckPickleLengths(std::string_view record, const std::uint8_t* pickle, s
         if (left < argument.bytes) {
           return Refuse(record, opcode_at, opcode, "its argument runs past the end");
         }
+        if (opcode == 'r') {
+          // LONG_BINPUT: libtorch sizes its memo table to the index + 1. A pickler numbers its
+          // memo entries from 0, one per PUT of at least two bytes, so an index beyond the
+          // record's size is no pickler's.
+          const std::uint64_t index = LittleEndian(pickle + at, 4);
+          if (index > size) {
+            return Refuse(record, opcode_at, opcode,
+                          "memo index " + std::to_string(index) + " is beyond what a " +
+                              std::to_string(size) + "-byte record can number");
+          }
+        }
         at += argument.bytes;
         break;
       case Argument::kLine:

@@ -21,7 +21,9 @@
 namespace ltserve::torchscript {
 
 // OK when every length-prefixed argument (strings, bytes, LONG1/LONG4, FRAME) fits in what is
-// left of `pickle`, and no argument runs past its end. `record` names the pickle in the error.
+// left of `pickle`, no argument runs past its end, and no LONG_BINPUT memo index exceeds the
+// record's size (libtorch sizes its memo table to the index: a second finding of the fuzz
+// target, a 6 GB table). `record` names the pickle in the error.
 Status CheckPickleLengths(std::string_view record, const std::uint8_t* pickle, std::size_t size);
 
 }  // namespace ltserve::torchscript

@@ -105,6 +105,16 @@ TEST(PickleLengths, OffsetOfTheBadOpcodeIsInTheMessage) {
   ExpectRefused(pickle, "at byte 15 (opcode 0x58)");
 }
 
+TEST(PickleLengths, MemoIndexBeyondTheRecordIsRefused) {
+  // As the fuzz target's second finding: a LONG_BINPUT index in the hundreds of millions,
+  // which libtorch answered with a 6 GB memo table.
+  ExpectRefused(std::string("\x80\x02N" "r\x02\x00\x58\x16" "N.", 10),
+                "memo index 374865922 is beyond what a 10-byte record can number");
+  // Memo entries as a pickler numbers them pass, up to the record's size.
+  EXPECT_TRUE(Check(std::string("\x80\x02N" "r\x00\x00\x00\x00" "Nr\x01\x00\x00\x00.", 15)).ok());
+  EXPECT_TRUE(Check(std::string("N" "r\x07\x00\x00\x00" ".", 7)).ok());
+}
+
 TEST(PickleLengths, BytesAfterStopAreNotRead) {
   EXPECT_TRUE(Check(std::string("N.X\xff\xff\xff\xff", 7)).ok());
 }
