@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Served benchmark on the GPU: the MLP 1024-4096-4096-1024 (ReLU) of the executor benchmark,
 # served by ltserve over gRPC on loopback, measured with ltserve-bench at concurrency
-# 1..256, with dynamic batching on and off. The raw executor's numbers to compare with come from
+# 1..256, with dynamic batching on and off, and off once more with every request handed to the
+# instance's worker thread (run_on_receiving_thread false: the A/B of running a lone request
+# on the thread that received it). The raw executor's numbers to compare with come from
 # ltserve_gpu_bench in the same GPU run (bench.md).
 # Usage: bench/serving/served_gpu_bench.sh BUILD_DIR MODELS_DIR OUT_DIR
 set -uo pipefail
 BUILD=$1 MODELS=$2 OUT=$3
 REPO=$(mktemp -d)
-for variant in batched unbatched; do
+VARIANTS="batched unbatched handoff"
+for variant in $VARIANTS; do
   dir=$REPO/mlp_$variant
   mkdir -p "$dir/1"
   cp "$MODELS/mlp.pt" "$dir/1/model.pt"
@@ -20,12 +23,14 @@ for variant in batched unbatched; do
     echo 'instance_group [ { count: 2 kind: KIND_GPU } ]'
     # 100 µs: long enough for concurrent requests to meet, short against a ~60 µs forward.
     [[ $variant == batched ]] && echo 'dynamic_batching { max_queue_delay_microseconds: 100 }'
+    [[ $variant == handoff ]] &&
+      echo 'parameters { key: "run_on_receiving_thread" value { string_value: "false" } }'
   } > "$dir/config.pbtxt"
 done
 
 source "$(dirname "$0")/start_server.sh"
 start_ltserve "$BUILD" "$REPO" "$OUT/served-server.log" || exit 1
-for variant in batched unbatched; do
+for variant in $VARIANTS; do
   echo "== served mlp_$variant"
   "$BUILD/client/bench/ltserve-bench" -u "$ADDR" -m "mlp_$variant" --concurrency 1,4,16,64,256 \
     --warmup-ms 1000 --window-ms 1500 --max-windows 4 -q --json "$OUT/served_$variant.json"

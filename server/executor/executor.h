@@ -104,6 +104,11 @@ class ExecutorFactory {
   // The GPU whose memory the instances read inputs from and write outputs to themselves
   // (BatchShape::device_inputs/device_outputs); nullopt when they work in host memory only.
   virtual std::optional<std::int64_t> DirectDeviceMemory() const { return std::nullopt; }
+  // True when an instance may be driven from any thread, one call at a time (it keeps no
+  // thread-local state between calls), so that the scheduler may run a lone request on the
+  // thread that received it (SchedulerOptions::run_on_caller_when_idle). False where the
+  // executor's thread matters, as ATen's OpenMP pools do: each calling thread gets a team.
+  virtual bool RunsOnAnyThread() const { return false; }
 };
 
 }  // namespace ltserve

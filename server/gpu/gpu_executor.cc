@@ -297,6 +297,10 @@ class GpuFactory final : public ExecutorFactory {
     return model_->options().gpu_device;
   }
 
+  // Execute sets the device itself and everything else is the instance's own stream, handles
+  // and buffers.
+  bool RunsOnAnyThread() const override { return true; }
+
  private:
   std::shared_ptr<const GpuModel> model_;
 };

@@ -37,9 +37,10 @@ void PendingInference::Start(std::chrono::steady_clock::time_point deadline, Don
   };
   Status rejected;
   std::uint64_t cancel_id = 0;
+  Scheduler::ClaimedRun claimed;
   {
     std::lock_guard start_lock(start_mutex_);
-    Result<std::uint64_t> id = model_->scheduler().Enqueue(std::move(request));
+    Result<std::uint64_t> id = model_->scheduler().Enqueue(std::move(request), &claimed);
     if (id.ok()) {
       request_id_.store(*id);
       if (cancelled_.load()) cancel_id = *id;  // Cancel ran before the id was known
@@ -50,9 +51,11 @@ void PendingInference::Start(std::chrono::steady_clock::time_point deadline, Don
   if (!rejected.ok()) {
     Done refuse = std::move(done_);
     refuse(rejected, nullptr);
-  } else if (cancel_id != 0) {
-    model_->scheduler().Cancel(cancel_id);
+    return;
   }
+  if (cancel_id != 0) model_->scheduler().Cancel(cancel_id);
+  // Outside start_mutex_, which the completion takes.
+  model_->scheduler().RunClaimed(claimed);
 }
 
 void PendingInference::Cancel() {

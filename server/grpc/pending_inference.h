@@ -39,7 +39,8 @@ class PendingInference : public std::enable_shared_from_this<PendingInference> {
 
   // Hands the request to the model's scheduler. A request the scheduler refuses gets `done`
   // before Start returns, on this thread; an accepted one from a scheduler thread, possibly
-  // before Start returns too (the caller must not rely on anything `done` releases).
+  // before Start returns too (the caller must not rely on anything `done` releases), or, when
+  // it runs at once on an idle instance that any thread may drive, on this thread inside Start.
   void Start(std::chrono::steady_clock::time_point deadline, Done done);
 
   // The client went away: drops the request if it is still queued (it is then answered

@@ -40,6 +40,9 @@ struct ModelOptions {
   // Hopper and newer: the executor's own kernels (LayerNorm, attention) are launched to start
   // while the kernel before them drains (programmatic dependent launch).
   bool programmatic_launch = true;
+  // GPU path: a request that can start at once on an idle instance runs on the thread that
+  // received it instead of waking the instance's worker (SchedulerOptions::run_on_caller_when_idle).
+  bool run_on_receiving_thread = true;
   SmallBatchMode small_batch = SmallBatchMode::kAuto;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal

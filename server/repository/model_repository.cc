@@ -303,9 +303,11 @@ Result<std::shared_ptr<Model>> ModelRepository::LoadVersion(const ModelSpec& spe
   if (spec.max_batch_size > 0 && !chosen.tokens) {
     model->direct_device_memory_ = chosen.factory->DirectDeviceMemory();
   }
+  SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, config);
+  scheduler_options.run_on_caller_when_idle =
+      spec.options.run_on_receiving_thread && chosen.factory->RunsOnAnyThread();
   model->factory_ = std::move(chosen.factory);
   model->output_labels_ = std::move(labels);
-  SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, config);
   scheduler_options.tokens = std::move(chosen.tokens);
   LTSERVE_ASSIGN_OR_RETURN(model->scheduler_,
                            Scheduler::Create(std::move(scheduler_options), std::move(instances),

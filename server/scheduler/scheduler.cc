@@ -1,15 +1,17 @@
-// Locking: one mutex guards the queues, the id index, the expiry set and the counters. Workers
-// hold it only to pick a batch; staging, Execute and completion callbacks run without it, and
-// condition variables are notified after it is released. Every request leaves the queues
+// Locking: one mutex guards the queues, the id index, the expiry set, the counters and each
+// worker's idle and claimed flags. Workers hold it only to pick a batch; staging, Execute and
+// completion callbacks run without it, and condition variables are notified after it is released. Every request leaves the queues
 // exactly once, under the mutex (taken into a batch, cancelled, expired or failed by a drain),
 // and whoever removed it answers it: that is the exactly-once guarantee.
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <list>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -84,6 +86,13 @@ struct Worker {
   // With a key-padding mask: one buffer per output that the padded [batch, seq, width]
   // outputs are scattered into (max_batch_tokens tokens each).
   std::vector<std::vector<std::byte>> scatter;
+  // Under the mutex. `idle`: the worker thread is running no batch (it waits for one, or has
+  // not started yet), so its instance is free.
+  // `claimed`: a caller took the instance (Enqueue's ClaimedRun) and drives it until RunClaimed
+  // is over; the worker thread picks no batch meanwhile. `claimed_batch` is the caller's.
+  bool idle = true;
+  bool claimed = false;
+  QueueList claimed_batch;
 };
 
 }  // namespace
@@ -110,6 +119,9 @@ struct Scheduler::Impl {
   bool draining = false;
   bool stopping = false;
   std::vector<Worker> worker_state;  // one per instance, same order
+  // Workers claimed by callers. While any is, a notification goes to all workers: one sent to a
+  // claimed worker alone would be lost, since it must not pick the batch up.
+  std::atomic<int> claimed_workers{0};
   std::vector<std::thread> workers;
   std::thread expiry_thread;
 
@@ -255,10 +267,36 @@ struct Scheduler::Impl {
     return 0;
   }
 
+  void NotifyWork() {
+    if (claimed_workers.load() > 0) {
+      work_cv.notify_all();
+    } else {
+      work_cv.notify_one();
+    }
+  }
+
+  // A lone request that may start now, on an idle instance that a caller may drive: taken out
+  // of the queues into that worker's claimed_batch. Returns the worker, if one was claimed.
+  std::optional<std::size_t> ClaimForCallerLocked() {
+    if (!options.run_on_caller_when_idle || queued_by_id.size() != 1) return std::nullopt;
+    TimePoint wake = TimePoint::max();
+    if (DecideLocked(Clock::now(), &wake) == 0) return std::nullopt;  // it waits for a batch
+    for (std::size_t w = 0; w < worker_state.size(); ++w) {
+      Worker& worker = worker_state[w];
+      if (!worker.idle || worker.claimed) continue;
+      worker.claimed = true;
+      ++claimed_workers;
+      TakeLocked(queued_by_id.begin()->second, worker.claimed_batch);
+      return w;
+    }
+    return std::nullopt;
+  }
+
   // Blocks until a batch is due; returns it, or nothing when stopping.
-  QueueList NextBatchLocked(std::unique_lock<std::mutex>& lock) {
+  QueueList NextBatchLocked(Worker& worker, std::unique_lock<std::mutex>& lock) {
+    worker.idle = true;
     while (!stopping) {
-      if (!AnyQueuedLocked()) {
+      if (worker.claimed || !AnyQueuedLocked()) {
         work_cv.wait(lock);
         continue;
       }
@@ -275,6 +313,7 @@ struct Scheduler::Impl {
           --count;
         }
       }
+      worker.idle = false;
       return batch;
     }
     return {};
@@ -286,12 +325,12 @@ struct Scheduler::Impl {
       bool more = false;
       {
         std::unique_lock lock(mutex);
-        batch = NextBatchLocked(lock);
+        batch = NextBatchLocked(worker, lock);
         if (batch.empty()) return;
         more = AnyQueuedLocked();
       }
       // Another idle worker may form the next batch while this one executes.
-      if (more) work_cv.notify_one();
+      if (more) NotifyWork();
       RunBatch(worker, batch);
     }
   }
@@ -379,7 +418,7 @@ struct Scheduler::Impl {
         TakeLocked(queued_by_id.at(expiries.begin()->second), expired);
       }
       lock.unlock();
-      work_cv.notify_one();  // the head of the queues changed
+      NotifyWork();  // the head of the queues changed
       Fail(expired, DeadlineExceeded("request timed out in the queue"));
       lock.lock();
     }
@@ -462,7 +501,13 @@ Scheduler::~Scheduler() {
 }
 
 Result<std::uint64_t> Scheduler::Enqueue(std::unique_ptr<InferenceRequest> request) {
+  return Enqueue(std::move(request), nullptr);
+}
+
+Result<std::uint64_t> Scheduler::Enqueue(std::unique_ptr<InferenceRequest> request,
+                                         ClaimedRun* claimed) {
   Impl& s = *impl_;
+  std::optional<std::size_t> claimed_worker;
   const TimePoint arrival = request != nullptr ? request->arrival : Clock::now();
   Status status = ValidateRequest(request.get(), s.options);
   bool earliest_expiry = false;
@@ -470,14 +515,38 @@ Result<std::uint64_t> Scheduler::Enqueue(std::unique_ptr<InferenceRequest> reque
   if (status.ok()) {
     std::lock_guard lock(s.mutex);
     id = s.AdmitLocked(std::move(request), &earliest_expiry);
+    if (id.ok() && claimed != nullptr) claimed_worker = s.ClaimForCallerLocked();
   }
   if (!id.ok()) {
     s.stats->RecordFailure(ReasonFor(id.status().code()), NanosBetween(arrival, Clock::now()));
     return id;
   }
-  s.work_cv.notify_one();
+  if (claimed_worker) {
+    claimed->worker_ = *claimed_worker;
+    return id;  // no worker to wake, and the request left the expiry set with the queue
+  }
+  s.NotifyWork();
   if (earliest_expiry) s.expiry_cv.notify_one();
   return id;
+}
+
+void Scheduler::RunClaimed(ClaimedRun& claimed) {
+  if (!claimed) return;
+  Impl& s = *impl_;
+  Worker& worker = s.worker_state[claimed.worker_];
+  claimed.worker_ = ClaimedRun::kNone;
+  QueueList batch;
+  batch.splice(batch.end(), worker.claimed_batch);
+  s.RunBatch(worker, batch);
+  bool more = false;
+  {
+    std::lock_guard lock(s.mutex);
+    worker.claimed = false;
+    --s.claimed_workers;
+    more = s.AnyQueuedLocked();
+  }
+  // What queued meanwhile went to other workers, or waited for this one.
+  if (more) s.NotifyWork();
 }
 
 void Scheduler::Cancel(std::uint64_t request_id) {
@@ -488,7 +557,7 @@ void Scheduler::Cancel(std::uint64_t request_id) {
     if (it == impl_->queued_by_id.end()) return;
     impl_->TakeLocked(it->second, cancelled);
   }
-  impl_->work_cv.notify_one();  // the head of the queues may have changed
+  impl_->NotifyWork();  // the head of the queues may have changed
   // gRPC cancels a call whose deadline has passed, and that cancellation can reach us before
   // the expiry loop does: a request past its deadline timed out, whichever path noticed first.
   const bool expired = !cancelled.empty() && Clock::now() >= cancelled.front().request->deadline;

@@ -22,11 +22,23 @@
 
 namespace ltserve {
 
-// Thread-safety: Enqueue, Cancel, Drain and pending() may be called from any thread
-// concurrently. Each executor instance has one worker thread and is driven only by it; the
-// N workers pull batches from the shared queues concurrently.
+// Thread-safety: Enqueue, RunClaimed, Cancel, Drain and pending() may be called from any thread
+// concurrently. Each executor instance has one worker thread and is driven by it, or, while a
+// caller holds a ClaimedRun for it, by that caller alone; the N workers pull batches from the
+// shared queues concurrently.
 class Scheduler {
  public:
+  // An idle instance that Enqueue handed to its caller, with the request to run on it.
+  class ClaimedRun {
+   public:
+    explicit operator bool() const { return worker_ != kNone; }
+
+   private:
+    friend class Scheduler;
+    static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+    std::size_t worker_ = kNone;
+  };
+
   // Fails with INVALID_ARGUMENT on inconsistent options (no instances or outputs, a null
   // instance or stats, default_priority_level outside [1, priority_levels], preferred sizes
   // outside [1, max_batch_size], a token layout without a batch dimension or inconsistent). `stats` must
@@ -51,6 +63,17 @@ class Scheduler {
   // and on_complete is NOT called. A priority of 0 or above priority_levels means the default
   // level, as in Triton.
   Result<std::uint64_t> Enqueue(std::unique_ptr<InferenceRequest> request);
+
+  // Enqueue, and where SchedulerOptions::run_on_caller_when_idle is set, the request would start
+  // at once and an instance is idle, claims that instance for the caller instead of waking its
+  // worker: `*claimed` is then set, and the caller must call RunClaimed(*claimed) once, soon,
+  // holding no lock that on_complete takes. Until then the request counts as running (Cancel
+  // leaves it; Drain waits for it).
+  Result<std::uint64_t> Enqueue(std::unique_ptr<InferenceRequest> request, ClaimedRun* claimed);
+
+  // Runs the claimed request on this thread (staging, Execute, on_complete), then gives the
+  // instance back to its worker.
+  void RunClaimed(ClaimedRun& claimed);
 
   // Client cancelled: a still-queued request is removed and answered CANCELLED; a running one
   // finishes; an unknown or answered id is ignored.

@@ -251,7 +251,7 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
                   "unknown parameter; ltserve knows precision, gelu_epilogue, "
                   "algo_candidates, fuse_epilogues, small_batch_kernel, gpu_device, "
                   "cublaslt_workspace_bytes, algo_cache_file, cuda_graphs, programmatic_launch, "
-                  "execution_path, "
+                  "run_on_receiving_thread, execution_path, "
                   "max_sequence_length, max_tokens_per_batch, INTRA_OP_THREAD_COUNT, "
                   "INTER_OP_THREAD_COUNT (see");
 }
@@ -267,6 +267,7 @@ TEST_F(ConfigValidation, RejectsBadParameterValues) {
       {"algo_cache_file", ""},
       {"cuda_graphs", "yes"},
       {"programmatic_launch", "on"},
+      {"run_on_receiving_thread", "1"},
       {"execution_path", "gpu"},
       {"max_sequence_length", "0"},
       {"max_tokens_per_batch", "1e4"},

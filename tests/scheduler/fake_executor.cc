@@ -119,7 +119,7 @@ Status FakeInstance::Execute(const BatchShape& shape, ExecuteTimings* timings) {
   if (latency.count() > 0) std::this_thread::sleep_for(latency);
 
   ExecutedBatch record{shape.batch_size, shape.input_dims,
-                      {shape.sequence_lengths.begin(), shape.sequence_lengths.end()}, {}, 0, 0};
+                      {shape.sequence_lengths.begin(), shape.sequence_lengths.end()}, {}, 0, 0, {}};
   std::fill(doubled_.begin(), doubled_.end(), std::numeric_limits<float>::quiet_NaN());
   std::fill(sums_.begin(), sums_.end(), std::numeric_limits<float>::quiet_NaN());
   for (std::int64_t r = 0; r < rows_; ++r) {
@@ -144,6 +144,7 @@ Status FakeInstance::Execute(const BatchShape& shape, ExecuteTimings* timings) {
     record.device_outputs += 1;
   }
   record.device_inputs = static_cast<int>(shape.device_inputs.size());
+  record.thread = std::this_thread::get_id();
   {
     std::lock_guard lock(backend_->mutex_);
     backend_->batches_.push_back(std::move(record));

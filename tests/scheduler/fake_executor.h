@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "executor/executor.h"
@@ -28,6 +29,7 @@ struct ExecutedBatch {
   std::vector<float> first_values;  // column 0 of every row, in buffer order
   int device_inputs = 0;            // requests' inputs read from (fake) GPU memory
   int device_outputs = 0;           // outputs written there
+  std::thread::id thread;           // the thread that ran Execute
 };
 
 class FakeBackend {

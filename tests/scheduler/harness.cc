@@ -58,6 +58,11 @@ std::shared_ptr<Call> Harness::Send(std::int64_t rows, std::int64_t width,
   return SendShape({rows, width}, adjust);
 }
 
+std::shared_ptr<Call> Harness::SendClaiming(std::int64_t rows, Scheduler::ClaimedRun* claimed,
+                                            const std::function<void(InferenceRequest&)>& adjust) {
+  return SendShape({rows, kWidth}, adjust, {}, claimed);
+}
+
 std::shared_ptr<Call> Harness::SendSequences(std::int64_t batch, std::int64_t seq,
                                              std::int64_t width) {
   return SendShape({batch, seq, width}, {});
@@ -71,7 +76,8 @@ std::shared_ptr<Call> Harness::SendMasked(std::int64_t batch, std::int64_t seq,
 
 std::shared_ptr<Call> Harness::SendShape(std::vector<std::int64_t> shape,
                                          const std::function<void(InferenceRequest&)>& adjust,
-                                         std::vector<std::uint8_t> mask) {
+                                         std::vector<std::uint8_t> mask,
+                                         Scheduler::ClaimedRun* claimed) {
   auto call = std::make_shared<Call>();
   call->shape = shape;
   call->mask = std::move(mask);
@@ -107,7 +113,8 @@ std::shared_ptr<Call> Harness::SendShape(std::vector<std::int64_t> shape,
   };
   if (adjust) adjust(*request);
   call->sent = request->arrival;
-  call->id = scheduler_->Enqueue(std::move(request));
+  call->id = claimed != nullptr ? scheduler_->Enqueue(std::move(request), claimed)
+                                : scheduler_->Enqueue(std::move(request));
   return call;
 }
 

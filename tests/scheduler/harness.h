@@ -79,6 +79,10 @@ class Harness {
   // batch dimension); `adjust` may set priority, timeouts or break the request on purpose.
   std::shared_ptr<Call> Send(std::int64_t rows, std::int64_t width = kWidth,
                              const std::function<void(InferenceRequest&)>& adjust = {});
+  // Send through Enqueue's caller-run form: `*claimed` says whether the scheduler handed the
+  // request's instance to this caller; if so the test calls scheduler().RunClaimed itself.
+  std::shared_ptr<Call> SendClaiming(std::int64_t rows, Scheduler::ClaimedRun* claimed,
+                                     const std::function<void(InferenceRequest&)>& adjust = {});
   // For a token layout: `batch` sequences of `seq` tokens, shape [batch, seq, width].
   std::shared_ptr<Call> SendSequences(std::int64_t batch, std::int64_t seq,
                                       std::int64_t width = kWidth);
@@ -103,7 +107,8 @@ class Harness {
  private:
   std::shared_ptr<Call> SendShape(std::vector<std::int64_t> shape,
                                   const std::function<void(InferenceRequest&)>& adjust,
-                                  std::vector<std::uint8_t> mask = {});
+                                  std::vector<std::uint8_t> mask = {},
+                                  Scheduler::ClaimedRun* claimed = nullptr);
 
   std::unique_ptr<Scheduler> scheduler_;
   std::mutex rng_mutex_;
