@@ -6,7 +6,11 @@
 //      1 ns, on a thread of this program;
 //   2. the scheduler: a lone request through the real batcher (the fake executor of the
 //      scheduler tests answers at once): enqueue to answer, minus the delay.
-// Prints a markdown table of the overshoot's median and 99th percentile. No GPU needed.
+// Prints a markdown table of the overshoot's median and 99th percentile. Then, with no window,
+// what the hand-off to a sleeping worker costs: a lone request every `gap` (the worker asleep
+// again by then, as between a client's sequential calls), enqueue to answer, handed to the
+// worker against run on the enqueuing thread (SchedulerOptions::run_on_caller_when_idle),
+// alternating rounds. No GPU needed.
 //
 // Usage: ltserve_wakeup_bench [iterations]
 #include <sys/prctl.h>
@@ -75,6 +79,34 @@ Spread SchedulerOvershoot(std::chrono::microseconds delay, int iterations) {
   return Percentiles(late);
 }
 
+// Enqueue-to-answer of lone requests `gap` apart, no window, the worker or the caller running them.
+std::vector<double> LoneRequestLatency(bool on_caller, std::chrono::microseconds gap,
+                                       int iterations) {
+  using namespace ltserve::testing;
+  ltserve::SchedulerOptions options = BatchingOptions(8, std::chrono::microseconds(0));
+  options.run_on_caller_when_idle = on_caller;
+  Harness harness(options);
+  std::vector<double> latency;
+  for (int i = 0; i < iterations; ++i) {
+    std::this_thread::sleep_for(gap);
+    ltserve::Scheduler::ClaimedRun claimed;
+    auto call = harness.SendClaiming(1, &claimed);
+    if (on_caller != static_cast<bool>(claimed)) {
+      std::fprintf(stderr, "request %d: claimed %d, expected %d\n", i, static_cast<bool>(claimed),
+                   on_caller);
+      return {};
+    }
+    harness.scheduler().RunClaimed(claimed);
+    const Outcome outcome = call->Await();
+    if (!outcome.status.ok()) {
+      std::fprintf(stderr, "request failed: %s\n", outcome.status.ToString().c_str());
+      return {};
+    }
+    latency.push_back(Micros(outcome.answered - call->sent).count());
+  }
+  return latency;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,5 +125,25 @@ int main(int argc, char** argv) {
     std::printf("| lone request through the batcher (enqueue to answer) | %ld | %.1f | %.1f |\n",
                 static_cast<long>(delay.count()), batcher.p50, batcher.p99);
   }
+
+  constexpr auto kGap = std::chrono::microseconds(200);  // about a loopback client's round trip
+  constexpr int kRounds = 5;
+  std::vector<double> handed, on_caller;
+  for (int round = 0; round < kRounds; ++round) {
+    for (bool caller : {false, true}) {
+      std::vector<double> run = LoneRequestLatency(caller, kGap, iterations / kRounds + 1);
+      if (run.empty()) return 1;
+      (caller ? on_caller : handed).insert((caller ? on_caller : handed).end(), run.begin(),
+                                           run.end());
+    }
+  }
+  const Spread worker = Percentiles(handed);
+  const Spread caller = Percentiles(on_caller);
+  std::printf("\nLone requests %ld µs apart, no window, %zu each in %d alternating rounds:\n\n",
+              static_cast<long>(kGap.count()), handed.size(), kRounds);
+  std::printf("| who runs it | enqueue to answer p50 µs | p99 µs |\n|---|---:|---:|\n");
+  std::printf("| the instance's worker (woken) | %.1f | %.1f |\n", worker.p50, worker.p99);
+  std::printf("| the enqueuing thread (run_on_caller_when_idle) | %.1f | %.1f |\n", caller.p50,
+              caller.p99);
   return 0;
 }

@@ -4,9 +4,12 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/script.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "torch/aten_util.h"
 #include "torch/encoder_lowering.h"
@@ -22,22 +25,27 @@ bool IsPickleRecord(std::string_view name) {
   return name.ends_with(".pkl") || name.ends_with(".debug_pkl");
 }
 
-// Walks every pickle in the archive before libtorch unpickles it (pickle_lengths.h says why).
-// Throws what the zip reader throws on a file that is not an archive; LoadModule catches it.
-Status CheckArchivePickles(const std::filesystem::path& file) {
+// Checks the archive before libtorch reads it: every record's declared size, and every pickle's
+// lengths (pickle_lengths.h says why). Throws what the zip reader throws on a file that is not
+// an archive; LoadModule catches it.
+Status CheckArchive(const std::filesystem::path& file) {
   // Deflate expands at most about 1032:1, so a record whose declared size exceeds that many
-  // times the file's is not one the reader could fill; refusing it avoids the allocation.
+  // times the file's is not one the reader could fill; libtorch allocates the declared size of
+  // each record it reads (code, constants, tensors) before inflating it.
   constexpr std::uint64_t kMaxExpansion = 1032;
   const std::uint64_t file_size = std::filesystem::file_size(file);
   caffe2::serialize::PyTorchStreamReader archive(file.string());
-  for (const std::string& name : archive.getAllRecords()) {
-    if (!IsPickleRecord(name)) continue;
+  const std::vector<std::string> records = archive.getAllRecords();
+  for (const std::string& name : records) {
     const std::size_t declared = archive.getRecordSize(name);
     if (declared > kMaxExpansion * file_size) {
       return InvalidArgument("record '" + name + "' declares " + std::to_string(declared) +
                              " bytes, more than a " + std::to_string(file_size) +
                              "-byte archive can hold");
     }
+  }
+  for (const std::string& name : records) {
+    if (!IsPickleRecord(name)) continue;
     auto [data, size] = archive.getRecord(name);
     LTSERVE_RETURN_IF_ERROR(torchscript::CheckPickleLengths(
         name, static_cast<const std::uint8_t*>(data.get()), size));
@@ -51,7 +59,7 @@ Result<torch::jit::Module> LoadModule(const std::filesystem::path& file) {
     return NotFound("model file '" + file.string() + "' does not exist");
   }
   try {
-    LTSERVE_RETURN_IF_ERROR(CheckArchivePickles(file).WithContext(
+    LTSERVE_RETURN_IF_ERROR(CheckArchive(file).WithContext(
         "model file '" + file.string() + "' is not a loadable TorchScript module: "));
     torch::jit::Module module = torch::jit::load(file.string(), c10::Device(c10::kCPU));
     module.eval();

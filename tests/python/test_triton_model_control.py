@@ -507,3 +507,52 @@ def test_a_hundred_load_unload_cycles_keep_gpu_memory_flat(serve):
     growth = memory_growth_over_cycles(
         client, lambda: metric_value(server, "ltserve_gpu_memory_used_bytes"))
     assert growth < GPU_GROWTH_LIMIT_BYTES, f"GPU memory grew by {growth / 2**20:.1f} MiB"
+
+
+def rezip_deflated(model_file, declare_size_of: str | None = None, declared: int = 0) -> None:
+    """Rewrites a TorchScript archive with every record deflated; with `declare_size_of`, that
+    record's central-directory entry claims `declared` uncompressed bytes instead."""
+    import zipfile
+    with zipfile.ZipFile(model_file) as source:
+        records = [(info.filename, source.read(info.filename)) for info in source.infolist()]
+    with zipfile.ZipFile(model_file, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for name, data in records:
+            out.writestr(name, data)
+    if declare_size_of is None:
+        return
+    raw = bytearray(model_file.read_bytes())
+    name = next(n for n, _ in records if n.endswith("/" + declare_size_of)).encode()
+    entry = raw.find(b"PK\x01\x02")  # central-directory entries, the name 46 bytes in
+    while entry >= 0 and raw[entry + 46:entry + 46 + len(name)] != name:
+        entry = raw.find(b"PK\x01\x02", entry + 4)
+    assert entry >= 0, f"no central-directory entry for {name!r}"
+    raw[entry + 24:entry + 28] = declared.to_bytes(4, "little")  # uncompressed size
+    model_file.write_bytes(bytes(raw))
+
+
+def test_a_deflated_archive_loads_and_one_declaring_gigabytes_is_refused_before_reading(serve):
+    """libtorch allocates a record's declared size before inflating it: the loader refuses a
+    declared size no archive of the file's size can hold, and the server keeps serving."""
+    from model_control_support import copy_as
+
+    def prepare(repo):
+        copy_as(repo, "tiny_mlp", "tiny_deflated")
+        rezip_deflated(repo / "tiny_deflated" / "1" / "model.pt")
+        copy_as(repo, "tiny_mlp", "tiny_oversized")
+        rezip_deflated(repo / "tiny_oversized" / "1" / "model.pt", "data.pkl", 2**31)
+
+    server, client = serve(["tiny_mlp"], *explicit("tiny_mlp"), prepare=prepare)
+    client.load_model("tiny_deflated")
+    inputs = tiny_inputs(grpcclient, batch=3)
+    ours = client.infer("tiny_deflated", inputs).as_numpy("OUTPUT__0")
+    reference = client.infer("tiny_mlp", inputs).as_numpy("OUTPUT__0")
+    assert (ours == reference).all(), "the deflated copy of the same module answered otherwise"
+
+    rss_before = server_rss_bytes(server.process.pid)
+    with pytest.raises(InferenceServerException) as refused:
+        client.load_model("tiny_oversized")
+    message = refused.value.message()
+    assert "data.pkl' declares 2147483648 bytes" in message, message
+    assert "archive can hold" in message, message
+    assert server_rss_bytes(server.process.pid) - rss_before < 256 << 20
+    assert client.infer("tiny_mlp", inputs) is not None
