@@ -62,10 +62,12 @@ for target in "${targets[@]}"; do
     status=1
   fi
   tail -n 3 "$log"
-  executions=$(grep -Eo 'stat::number_of_executed_units: [0-9]+' "$log" | awk '{s+=$2} END {print s+0}')
-  # A fork run prints its totals on the "DONE" line instead.
+  # `|| true`: a fork run has no stat lines, and under pipefail grep's 1 would end the script.
+  executions=$({ grep -Eo 'stat::number_of_executed_units: [0-9]+' "$log" || true; } |
+               awk '{s+=$2} END {print s+0}')
+  # A fork run prints its running totals on '#N:' lines instead.
   if [[ $executions == 0 ]]; then
-    executions=$(grep -Eo '^#[0-9]+' "$log" | tail -n 1 | tr -d '#')
+    executions=$({ grep -Eo '^#[0-9]+' "$log" || true; } | tail -n 1 | tr -d '#')
   fi
   findings=$(( $(find "$artifacts" -type f | wc -l) - before ))
   [[ $findings -gt 0 ]] && status=1
