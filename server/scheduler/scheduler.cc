@@ -1,8 +1,9 @@
 // Locking: one mutex guards the queues, the id index, the expiry set, the counters and each
 // worker's idle and claimed flags. Workers hold it only to pick a batch; staging, Execute and
-// completion callbacks run without it, and condition variables are notified after it is released. Every request leaves the queues
-// exactly once, under the mutex (taken into a batch, cancelled, expired or failed by a drain),
-// and whoever removed it answers it: that is the exactly-once guarantee.
+// completion callbacks run without it, and condition variables are notified after it is
+// released. Every request leaves the queues exactly once, under the mutex (taken into a batch or
+// a caller's claim, cancelled, expired or failed by a drain), and whoever removed it answers it:
+// that is the exactly-once guarantee.
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
