@@ -76,8 +76,8 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   // request on, `done` may finish the call and so delete this reactor at any moment.
   void Start(std::chrono::steady_clock::time_point deadline) {
     const std::shared_ptr<PendingInference> pending = pending_;
-    pending->Start(deadline, [this](const Status& status,
-                                    inference::ModelInferResponse* response) {
+    pending->Start(deadline, PendingInference::Caller::kMayRun,
+                   [this](const Status& status, inference::ModelInferResponse* response) {
       if (!status.ok()) {
         Finish(ToGrpcStatus(status));
         return;

@@ -23,7 +23,8 @@ PendingInference::PendingInference(std::shared_ptr<Model> model,
     : model_(std::move(model)), message_(std::move(message)), decoded_(std::move(decoded)),
       max_response_bytes_(max_response_bytes), arrival_(arrival) {}
 
-void PendingInference::Start(std::chrono::steady_clock::time_point deadline, Done done) {
+void PendingInference::Start(std::chrono::steady_clock::time_point deadline, Caller caller,
+                             Done done) {
   done_ = std::move(done);
   std::unique_ptr<InferenceRequest> request = std::move(decoded_->request);
   request->arrival = arrival_;
@@ -40,7 +41,8 @@ void PendingInference::Start(std::chrono::steady_clock::time_point deadline, Don
   Scheduler::ClaimedRun claimed;
   {
     std::lock_guard start_lock(start_mutex_);
-    Result<std::uint64_t> id = model_->scheduler().Enqueue(std::move(request), &claimed);
+    Result<std::uint64_t> id = model_->scheduler().Enqueue(
+        std::move(request), caller == Caller::kMayRun ? &claimed : nullptr);
     if (id.ok()) {
       request_id_.store(*id);
       if (cancelled_.load()) cancel_id = *id;  // Cancel ran before the id was known

@@ -37,11 +37,17 @@ class PendingInference : public std::enable_shared_from_this<PendingInference> {
       std::unique_ptr<DecodedRequest> decoded, std::size_t max_response_bytes,
       std::chrono::steady_clock::time_point arrival);
 
+  // Whether Start may run the request on the calling thread (Scheduler::ClaimedRun). A stream
+  // must not: its next request is read only after Start returns, so running there would
+  // serialise the stream's pipelined requests and keep them from batching together.
+  enum class Caller { kMayRun, kHandsOff };
+
   // Hands the request to the model's scheduler. A request the scheduler refuses gets `done`
   // before Start returns, on this thread; an accepted one from a scheduler thread, possibly
-  // before Start returns too (the caller must not rely on anything `done` releases), or, when
-  // it runs at once on an idle instance that any thread may drive, on this thread inside Start.
-  void Start(std::chrono::steady_clock::time_point deadline, Done done);
+  // before Start returns too (the caller must not rely on anything `done` releases), or, with
+  // kMayRun, when it runs at once on an idle instance that any thread may drive, on this thread
+  // inside Start.
+  void Start(std::chrono::steady_clock::time_point deadline, Caller caller, Done done);
 
   // The client went away: drops the request if it is still queued (it is then answered
   // CANCELLED); a running one finishes.

@@ -108,8 +108,8 @@ void StreamInferReactor::Accept(const std::shared_ptr<Slot>& slot,
   if (cancelled) pending->Cancel();  // Start then drops it from the queue at once
   // `done` holds the slot, not the reactor's ownership: the reactor outlives it because the
   // call finishes only after every started request's `done` (in_scheduler_).
-  pending->Start(deadline_, [this, slot](const Status& status,
-                                         inference::ModelInferResponse* response) {
+  pending->Start(deadline_, PendingInference::Caller::kHandsOff,
+                 [this, slot](const Status& status, inference::ModelInferResponse* response) {
     if (!status.ok()) {
       Answer(slot, status, {}, /*from_scheduler=*/true);
       return;

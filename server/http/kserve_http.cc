@@ -273,7 +273,7 @@ HttpReply KServeHttp::Infer(const HttpRequest& request, const std::string& model
 
   auto completion = std::make_shared<Completion>();
   (*pending)->Start(std::chrono::steady_clock::time_point::max(),
-                    [completion](const Status& status, inference::ModelInferResponse* response) {
+                    PendingInference::Caller::kMayRun, [completion](const Status& status, inference::ModelInferResponse* response) {
                       std::lock_guard lock(completion->mutex);
                       completion->status = status;
                       if (response != nullptr) completion->response = std::move(*response);

@@ -113,8 +113,7 @@ std::shared_ptr<Call> Harness::SendShape(std::vector<std::int64_t> shape,
   };
   if (adjust) adjust(*request);
   call->sent = request->arrival;
-  call->id = claimed != nullptr ? scheduler_->Enqueue(std::move(request), claimed)
-                                : scheduler_->Enqueue(std::move(request));
+  call->id = scheduler_->Enqueue(std::move(request), claimed);
   return call;
 }
 
