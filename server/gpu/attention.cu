@@ -6,6 +6,7 @@
 
 #include "gpu/attention.h"
 #include "gpu/kernels_device.cuh"
+#include "gpu/tensor_core_device.cuh"
 
 namespace ltserve::gpu {
 namespace {
@@ -49,6 +50,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float k_s[kKeyTile][kMaxHeadDim + 1];  // +1: lanes read different rows conflict-free
   __shared__ float v_s[kKeyTile][kMaxHeadDim];
   WaitForPriorKernel();
+  AllowDependentLaunch();
   const int items = batch[0];
   const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * head_dim;
@@ -142,51 +144,8 @@ constexpr int kPad = 8;                         // halves per row: keeps fragmen
 constexpr int kVec = 8;                         // halves per 16-byte global load
 static_assert(kWarps * kRows == kAttentionQueriesPerItem, "one block covers one work item");
 
-// D += A·B for one m16n8k16 tile; TYPE is the PTX name of the 16-bit input type.
-#define LTSERVE_MMA_M16N8K16(TYPE, d, a, b0, b1)                                         \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                    \
-               ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"          \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                          \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
-
-template <typename T>
-struct Mma {
-  __device__ static void Run(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                             std::uint32_t b1) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      LTSERVE_MMA_M16N8K16("bf16", d, a, b0, b1);
-    } else {
-      LTSERVE_MMA_M16N8K16("f16", d, a, b0, b1);
-    }
-  }
-  // Two fp32 values rounded to T, the lower one in the low half (mma's element order).
-  __device__ static std::uint32_t Pack(float lo, float hi) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-      return *reinterpret_cast<std::uint32_t*>(&v);
-    } else {
-      __half2 v = __floats2half2_rn(lo, hi);
-      return *reinterpret_cast<std::uint32_t*>(&v);
-    }
-  }
-};
-#undef LTSERVE_MMA_M16N8K16
-
 __device__ __forceinline__ std::uint32_t Load32(const std::uint16_t* p) {
   return *reinterpret_cast<const std::uint32_t*>(p);
-}
-
-// 16 bytes global → shared without passing through registers; zero-filled when !valid (then
-// `src` is only a placeholder address and nothing is read).
-__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void WaitCopies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
 // Four 8×8 tiles of 16-bit values from shared memory into mma fragments; lane L names the
@@ -223,6 +182,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   __shared__ __align__(16) std::uint16_t k_s[2][kKeys][kStride];
   __shared__ __align__(16) std::uint16_t v_s[2][kKeys][kStride];
   WaitForPriorKernel();
+  AllowDependentLaunch();
 
   const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * kHeadDim;

@@ -15,6 +15,7 @@ constexpr std::int64_t kMaxBlocks = 4096;
 template <typename Src, typename Dst>
 __global__ void ConvertKernel(const Src* src, Dst* dst, std::int64_t count) {
   WaitForPriorKernel();
+  AllowDependentLaunch();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     Store(dst, i, Load(src, i));
@@ -54,6 +55,7 @@ template <typename T>
 __global__ void LayerNormKernel(const T* in, const T* residual, const float* gamma,
                                 const float* beta, T* out, std::int64_t width, float eps) {
   WaitForPriorKernel();
+  AllowDependentLaunch();
   __shared__ float scratch[32];
   const std::int64_t base = blockIdx.x * width;
   auto value = [&](std::int64_t c) {
@@ -92,6 +94,7 @@ __global__ void __launch_bounds__(kThreads)
     VectorLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
                           T* out, std::int64_t rows, int width, float eps) {
   WaitForPriorKernel();
+  AllowDependentLaunch();
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -166,6 +169,7 @@ __global__ void __launch_bounds__(kThreads)
     WarpLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
                         T* out, std::int64_t rows, int width, float eps) {
   WaitForPriorKernel();
+  AllowDependentLaunch();
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;

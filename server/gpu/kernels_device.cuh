@@ -24,6 +24,17 @@ __device__ __forceinline__ void WaitForPriorKernel() {
 #endif
 }
 
+// Lets the kernel after this one on the stream (if launched programmatically) start once every
+// block of this grid has called it, rather than when they exit: its prologue (weight loads
+// that do not depend on this kernel) then overlaps this kernel's main loop. Its own
+// WaitForPriorKernel still waits for this whole grid, so calling this early is always safe;
+// it is called after this kernel's own wait so that at most two grids share the SMs.
+__device__ __forceinline__ void AllowDependentLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Launches `kernel` on `stream`; with `programmatic`, as a programmatic dependent launch
 // (the kernel must begin with WaitForPriorKernel). Inside a stream capture the dependency
 // becomes a programmatic edge of the graph. Returns the launch's error.

@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // loads are in flight while that kernel drains.
   load(k_first);
   WaitForPriorKernel();
+  AllowDependentLaunch();
   if (n < n_total) {
     for (int k0 = k_first; k0 < k_total; k0 += kUnroll * stride) {
       if (k0 != k_first) load(k0);
