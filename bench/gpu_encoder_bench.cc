@@ -23,7 +23,7 @@
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
 #include "gpu_forward_timer.h"
-#include "programmatic_launch_ab.h"
+#include "option_ab.h"
 
 namespace {
 
@@ -551,9 +551,16 @@ int main(int argc, char** argv) {
     }
     {
       const std::int64_t batches[] = {1, 8, 32, 128};
-      if (PrintProgrammaticLaunchAB("BERT-base layers, bf16, seq 128", p, spec, tokens.value(),
-                                    std::span(batches).first(max_batch >= 128 ? 4 : 1),
-                                    kSeq) != 0) {
+      if (PrintOptionAB("BERT-base layers, bf16, seq 128", ProgrammaticLaunchAB(), p, spec,
+                        tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
+                        kSeq) != 0) {
+        return 1;
+      }
+      // The split-K kernel is offered up to 128 tokens: batch 1; batch 8 (1024 tokens) as the
+      // control.
+      if (PrintOptionAB("BERT-base layers, bf16, seq 128", SkinnyGemmAB(), p, spec,
+                        tokens.value(), std::span(batches).first(max_batch >= 8 ? 2 : 1),
+                        kSeq) != 0) {
         return 1;
       }
     }

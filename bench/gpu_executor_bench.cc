@@ -20,7 +20,7 @@
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
 #include "gpu_forward_timer.h"
-#include "programmatic_launch_ab.h"
+#include "option_ab.h"
 
 namespace {
 
@@ -174,20 +174,25 @@ int BenchModel(const std::string& name, const std::string& path, std::int64_t ma
   return 0;
 }
 
-// The A/B of programmatic launch at the batches that run the small-batch kernel (1 and 2 rows)
-// and one that does not (cuBLASLt only: the launch applies to the conversions at the edges).
-int BenchProgrammaticLaunch(const std::string& name, const std::string& path) {
+// The A/Bs at small batches: programmatic launch at the batches that run the small-batch
+// kernel (1 and 2 rows) and ones that do not; the split-K kernel at every bucket it may take.
+int BenchOwnKernelsAndLaunch(const std::string& name, const std::string& path) {
   auto module = torch::jit::load(path);
   auto plan = Lower(module);
   if (plan == nullptr || !plan->Validate().ok()) return 1;
   ltserve::ModelSpec spec;
   spec.name = name;
-  spec.max_batch_size = 64;
+  spec.max_batch_size = 256;
   spec.inputs = {{"x", ltserve::DataType::kFp32, {plan->input_width()}}};
   spec.outputs = {{"y", ltserve::DataType::kFp32, {plan->output_width()}}};
   spec.options.precision = ltserve::Precision::kBf16;
-  const std::int64_t batches[] = {1, 2, 16, 64};
-  return PrintProgrammaticLaunchAB(name + ", FP32 in and out", plan, spec, std::nullopt, batches, 0);
+  const std::int64_t pdl_batches[] = {1, 2, 16, 64};
+  const std::int64_t skinny_batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  int failures = PrintOptionAB(name + ", FP32 in and out", ProgrammaticLaunchAB(), plan, spec,
+                               std::nullopt, pdl_batches, 0);
+  failures += PrintOptionAB(name + ", FP32 in and out", SkinnyGemmAB(), plan, spec, std::nullopt,
+                            skinny_batches, 0);
+  return failures;
 }
 
 }  // namespace
@@ -216,7 +221,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     failures += BenchModel("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt", max_batch, peak, copy);
     failures += BenchModel("FFN 4096-16384-4096 GELU(tanh)", dir + "/ffn.pt", max_batch, peak, copy);
-    failures += BenchProgrammaticLaunch("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
+    failures += BenchOwnKernelsAndLaunch("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
     return failures == 0 ? 0 : 1;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench failed: %s\n", error.what());

@@ -1,4 +1,4 @@
-#include "programmatic_launch_ab.h"
+#include "option_ab.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -11,50 +11,65 @@
 
 namespace ltserve_bench {
 
-int PrintProgrammaticLaunchAB(const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
-                              ltserve::ModelSpec spec,
-                              const std::optional<ltserve::TokenLayout>& tokens,
-                              std::span<const std::int64_t> batches, std::int64_t seq) {
+OptionAB ProgrammaticLaunchAB() {
+  return OptionAB{"programmatic dependent launch on and off", "on", "off",
+                  [](ltserve::ModelOptions& o) { o.programmatic_launch = true; },
+                  [](ltserve::ModelOptions& o) { o.programmatic_launch = false; }};
+}
+
+OptionAB SkinnyGemmAB() {
+  return OptionAB{"the split-K kernel where it times faster (skinny_gemm_kernel auto) and never (off)",
+                  "auto", "off",
+                  [](ltserve::ModelOptions& o) { o.skinny_gemm = ltserve::OwnKernelMode::kAuto; },
+                  [](ltserve::ModelOptions& o) { o.skinny_gemm = ltserve::OwnKernelMode::kOff; }};
+}
+
+int PrintOptionAB(const std::string& name, const OptionAB& ab,
+                  std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
+                  const std::optional<ltserve::TokenLayout>& tokens,
+                  std::span<const std::int64_t> batches, std::int64_t seq) {
   const std::filesystem::path cache = std::filesystem::temp_directory_path() /
-                                      ("ltserve_pdl_ab_" + std::to_string(std::random_device{}()));
+                                      ("ltserve_option_ab_" + std::to_string(std::random_device{}()));
   spec.options.algo_cache_file = cache.string();
+  // Index 1 is A, 0 is B.
   std::unique_ptr<GpuForwardTimer> timers[2];
-  for (int on = 1; on >= 0; --on) {
-    spec.options.programmatic_launch = on == 1;
+  for (int side = 1; side >= 0; --side) {
+    (side == 1 ? ab.set_a : ab.set_b)(spec.options);
     auto model = ltserve::gpu::LoadGpuModel(plan, spec, tokens);
     auto timer = model.ok() ? GpuForwardTimer::Create(model.value())
                             : ltserve::Result<std::unique_ptr<GpuForwardTimer>>(model.status());
     if (!timer.ok()) {
-      std::fprintf(stderr, "%s, programmatic launch %s: %s\n", name.c_str(), on ? "on" : "off",
-                   timer.status().ToString().c_str());
+      std::fprintf(stderr, "%s, %s: %s\n", name.c_str(),
+                   (side == 1 ? ab.a_label : ab.b_label).c_str(), timer.status().ToString().c_str());
       std::filesystem::remove(cache);
       return 1;
     }
-    timers[on] = std::move(timer).value();
+    timers[side] = std::move(timer).value();
   }
   std::filesystem::remove(cache);
-  std::printf("\n%s, programmatic dependent launch on and off (same algorithms), graph µs:\n\n",
-              name.c_str());
-  std::printf("| batch | on | off | on / off |\n|---:|---:|---:|---:|\n");
+  std::printf("\n%s, %s (same cuBLASLt algorithms), graph µs:\n\n", name.c_str(),
+              ab.title.c_str());
+  std::printf("| batch | %s | %s | %s / %s |\n|---:|---:|---:|---:|\n", ab.a_label.c_str(),
+              ab.b_label.c_str(), ab.a_label.c_str(), ab.b_label.c_str());
   for (const std::int64_t batch : batches) {
     const std::vector<std::int32_t> lengths(static_cast<std::size_t>(seq > 0 ? batch : 0),
                                             static_cast<std::int32_t>(seq));
     const int iterations = batch >= 32 ? 20 : 50;
     std::vector<double> times[2];
     for (int r = 0; r < kRounds; ++r) {
-      for (int on = 1; on >= 0; --on) {
-        auto us = seq > 0 ? timers[on]->TimeTokenForward(lengths, iterations)
-                          : timers[on]->TimeForward(batch, iterations);
+      for (int side = 1; side >= 0; --side) {
+        auto us = seq > 0 ? timers[side]->TimeTokenForward(lengths, iterations)
+                          : timers[side]->TimeForward(batch, iterations);
         if (!us.ok()) {
           std::fprintf(stderr, "%s: %s\n", name.c_str(), us.status().ToString().c_str());
           return 1;
         }
-        times[on].push_back(us.value());
+        times[side].push_back(us.value());
       }
     }
-    const double on_us = Median(times[1]), off_us = Median(times[0]);
-    std::printf("| %ld | %.1f | %.1f | %.3f |\n", static_cast<long>(batch), on_us, off_us,
-                on_us / off_us);
+    const double a_us = Median(times[1]), b_us = Median(times[0]);
+    std::printf("| %ld | %.1f | %.1f | %.3f |\n", static_cast<long>(batch), a_us, b_us,
+                a_us / b_us);
     std::fflush(stdout);
   }
   return 0;

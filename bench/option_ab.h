@@ -1,27 +1,42 @@
-// A/B of programmatic dependent launch (the model option programmatic_launch) in one process:
-// the same plan loaded twice, on and off, with the same cuBLASLt algorithms (the first load
-// writes an algorithm cache file that the second reads, so a flip between close candidates
-// cannot pass for the launch's effect), timed in alternating rounds from their graphs.
+// A/B of one model option in one process: the same plan loaded twice, once as A and once as B,
+// with the same cuBLASLt algorithms (the first load writes an algorithm cache file that the
+// second reads, so a flip between close candidates cannot pass for the option's effect), timed
+// in alternating rounds from their graphs. Used for programmatic_launch and the executor's
+// own GEMM kernels.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 
+#include "model/model_options.h"
 #include "model/model_spec.h"
 #include "model/token_layout.h"
 #include "plan/plan.h"
 
 namespace ltserve_bench {
 
-// Prints a markdown table: per batch, the median graph µs with it on and off and their ratio.
+struct OptionAB {
+  std::string title;  // what the table compares, e.g. "programmatic dependent launch on and off"
+  std::string a_label;
+  std::string b_label;
+  std::function<void(ltserve::ModelOptions&)> set_a;
+  std::function<void(ltserve::ModelOptions&)> set_b;
+};
+
+// Prints a markdown table: per batch, the median graph µs as A and as B and their ratio.
 // `seq` > 0: a token model, each batch `batch` sequences of `seq` tokens; 0: rows. Returns 0,
 // or 1 after printing why a load or a timing failed.
-int PrintProgrammaticLaunchAB(const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
-                              ltserve::ModelSpec spec,
-                              const std::optional<ltserve::TokenLayout>& tokens,
-                              std::span<const std::int64_t> batches, std::int64_t seq);
+int PrintOptionAB(const std::string& name, const OptionAB& ab,
+                  std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
+                  const std::optional<ltserve::TokenLayout>& tokens,
+                  std::span<const std::int64_t> batches, std::int64_t seq);
+
+// The two A/Bs the benchmarks print.
+OptionAB ProgrammaticLaunchAB();
+OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
 
 }  // namespace ltserve_bench

@@ -36,21 +36,33 @@ echo "== GPU executor build"
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
 
 if [[ ${RUN_GPU_TESTS:-1} == 1 ]]; then
-  echo "== GPU tests"
-  ./build-gpu-only/tests/gpu/test_gpu_executor > "$OUT/test_gpu_executor.log" 2>&1 || status=1
+  echo "== GPU tests (${SECONDS} s)"
+  ./build-gpu-only/tests/gpu/test_gpu_executor ${GPU_TEST_FILTER:+--gtest_filter=$GPU_TEST_FILTER} \
+    > "$OUT/test_gpu_executor.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |relative error|gelu_epilogue|Failure|error:" \
     "$OUT/test_gpu_executor.log" | tail -60
+fi
+if [[ ${RUN_SANITIZER:-1} == 1 ]]; then
+  # The split-K kernel's shared memory is staged by cp.async, double-buffered, reused for the
+  # partial sums and read across the cluster: memcheck for out-of-bounds accesses, racecheck
+  # for shared-memory hazards, on a few launches of every shape.
+  echo "== compute-sanitizer on the split-K kernel (${SECONDS} s)"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 3 ./build-gpu-only/tests/gpu/test_gpu_executor \
+      --gtest_filter='SkinnyGemm.RerunsAreBitEqual' > "$OUT/sanitizer_$tool.log" 2>&1 || status=1
+    tail -2 "$OUT/sanitizer_$tool.log"
+  done
 fi
 
 python3 bench/export_bench_models.py build-gpu-only/bench_models > "$OUT/export.log" 2>&1 || status=1
 if [[ ${RUN_BENCH:-1} == 1 ]]; then
-  echo "== benchmark"
+  echo "== benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models ${BENCH_MAX_BATCH:-8192} \
     > "$OUT/bench.md" 2> "$OUT/bench.log" || status=1
   cat "$OUT/bench.log" "$OUT/bench.md"
 fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
-  echo "== encoder benchmark"
+  echo "== encoder benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \
     > "$OUT/encoder.md" 2> "$OUT/encoder.log" || status=1
   cat "$OUT/encoder.log" "$OUT/encoder.md"
@@ -60,7 +72,7 @@ if [[ ${RUN_PROFILE:-1} == 1 ]]; then
   # One BERT-base pass (bf16, sequences of 128) per batch size under Nsight Compute: each
   # kernel's device time, DRAM bytes and throughput, occupancy, and what bounds it
   # (bench/profile/ncu_summary.py). --clock-control none: the clocks the benchmark runs at.
-  echo "== Nsight Compute profile of the encoder graph"
+  echo "== Nsight Compute profile of the encoder graph (${SECONDS} s)"
   for batch in ${PROFILE_BATCHES:-1 128}; do
     ncu --profile-from-start off --clock-control none --print-units base --csv \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active \
@@ -75,7 +87,7 @@ if [[ ${RUN_PROFILE:-1} == 1 ]]; then
 fi
 
 if [[ ${FULL_BUILD:-1} == 1 ]]; then
-  echo "== server and load generator"
+  echo "== server and load generator (${SECONDS} s)"
   {
     cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DLTSERVE_BUILD_TESTS=OFF &&
@@ -194,4 +206,5 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     fi
   fi
 fi
+echo "== done (${SECONDS} s)"
 exit $status

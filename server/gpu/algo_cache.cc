@@ -8,6 +8,8 @@ namespace {
 
 constexpr const char* kHeader = "# ltserve cuBLASLt algorithm cache v1: ";
 constexpr std::size_t kAlgoWords = sizeof(cublasLtMatmulAlgo_t{}.data) / sizeof(std::uint64_t);
+// A kernel line starts with this word, then the key, then GemmKernel::ToText.
+constexpr const char* kKernelTag = "kernel";
 
 }  // namespace
 
@@ -29,6 +31,18 @@ Status AlgoCache::Load(const std::filesystem::path& path) {
     std::string key;
     cublasLtMatmulAlgo_t algo{};
     fields >> key;
+    if (key == kKernelTag) {
+      std::string rest;
+      fields >> key;
+      std::getline(fields >> std::ws, rest);
+      const std::optional<GemmKernel> kernel = GemmKernel::FromText(rest);
+      if (key.empty() || !kernel) {
+        return InvalidArgument("algorithm cache " + path.string() + " line " +
+                               std::to_string(line_number) + " is malformed");
+      }
+      kernels_[key] = *kernel;
+      continue;
+    }
     for (std::size_t i = 0; i < kAlgoWords; ++i) fields >> std::hex >> algo.data[i];
     if (!fields) {
       return InvalidArgument("algorithm cache " + path.string() + " line " +
@@ -51,12 +65,20 @@ Status AlgoCache::Save(const std::filesystem::path& path) const {
       for (std::size_t i = 0; i < kAlgoWords; ++i) out << ' ' << std::hex << algo.data[i];
       out << std::dec << "\n";
     }
+    for (const auto& [key, kernel] : kernels_) {
+      out << kKernelTag << ' ' << key << ' ' << kernel.ToText() << "\n";
+    }
     if (!out) return Unavailable("cannot write algorithm cache " + temporary.string());
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
   if (error) return Unavailable("cannot rename algorithm cache into " + path.string() + ": " + error.message());
   return Status::Ok();
+}
+
+const GemmKernel* AlgoCache::FindKernel(const std::string& key) const {
+  const auto it = kernels_.find(key);
+  return it == kernels_.end() ? nullptr : &it->second;
 }
 
 const cublasLtMatmulAlgo_t* AlgoCache::Find(const std::string& key) const {

@@ -1,5 +1,6 @@
-// The cuBLASLt algorithms chosen by timing at load, keyed by GemmShape::Key, optionally kept in
-// a text file so that a restart on the same GPU and cuBLASLt version skips the timing.
+// The cuBLASLt algorithms chosen by timing at load, keyed by GemmShape::Key, and which kernel
+// runs each GEMM shape (gemm_kernel.h), optionally kept in a text file so that a restart on the
+// same GPU and cuBLASLt version skips the timing and runs the same kernels, bit for bit.
 // A file written for another GPU or library version is ignored as a whole.
 //
 // Thread-safety: none; the executor fills and reads it during model load only.
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "gpu/gemm_kernel.h"
 
 namespace ltserve::gpu {
 
@@ -26,11 +28,14 @@ class AlgoCache {
 
   const cublasLtMatmulAlgo_t* Find(const std::string& key) const;
   void Put(const std::string& key, const cublasLtMatmulAlgo_t& algo) { entries_[key] = algo; }
-  std::size_t size() const { return entries_.size(); }
+  const GemmKernel* FindKernel(const std::string& key) const;
+  void PutKernel(const std::string& key, const GemmKernel& kernel) { kernels_[key] = kernel; }
+  std::size_t size() const { return entries_.size() + kernels_.size(); }
 
  private:
   std::string fingerprint_;
   std::map<std::string, cublasLtMatmulAlgo_t> entries_;
+  std::map<std::string, GemmKernel> kernels_;
 };
 
 }  // namespace ltserve::gpu

@@ -1,5 +1,8 @@
 #include "gpu/device_state.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "gpu/algo_cache.h"
 #include "gpu/attention.h"
 #include "gpu/cuda_check.h"
@@ -13,6 +16,49 @@ std::string Fingerprint(int device) {
   if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) return "unknown device";
   return std::string(properties.name) + " sm_" + std::to_string(properties.major) +
          std::to_string(properties.minor) + " cublasLt " + std::to_string(cublasLtGetVersion());
+}
+
+// The load log's account of the executor's own GEMM kernels: how many (step, bucket) pairs run
+// the small-batch kernel, and which layer shapes run the split-K kernel at which row counts
+// (each layer shape once, however many layers share it).
+std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning& tuning) {
+  int small_batch = 0;
+  int skinny = 0;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> skinny_rows;  // by first use
+  for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
+    const auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
+    if (step == nullptr) continue;
+    const std::string shape = std::to_string(step->k) + "->" + std::to_string(step->n);
+    for (std::size_t b = 0; b < tuning.kernels[s].size(); ++b) {
+      const GemmKernel::Kind kind = tuning.kernels[s][b].kind;
+      small_batch += kind == GemmKernel::Kind::kSmallBatch ? 1 : 0;
+      if (kind != GemmKernel::Kind::kSkinny) continue;
+      ++skinny;
+      auto entry = std::find_if(skinny_rows.begin(), skinny_rows.end(),
+                                [&](const auto& e) { return e.first == shape; });
+      if (entry == skinny_rows.end()) entry = skinny_rows.insert(skinny_rows.end(), {shape, {}});
+      const std::int64_t rows = model.StepRows(s, b);
+      if (std::find(entry->second.begin(), entry->second.end(), rows) == entry->second.end()) {
+        entry->second.push_back(rows);
+      }
+    }
+  }
+  std::vector<std::string> notes;
+  if (small_batch > 0) {
+    notes.push_back("small-batch kernel for " + std::to_string(small_batch) + " GEMM buckets");
+  }
+  if (skinny > 0) {
+    std::string note = "split-K kernel for " + std::to_string(skinny) + " GEMM buckets (";
+    for (std::size_t i = 0; i < skinny_rows.size(); ++i) {
+      note += (i > 0 ? "; linear " : "linear ") + skinny_rows[i].first + " at";
+      for (std::size_t r = 0; r < skinny_rows[i].second.size(); ++r) {
+        note += (r > 0 ? ", " : " ") + std::to_string(skinny_rows[i].second[r]);
+      }
+      note += " rows";
+    }
+    notes.push_back(note + ")");
+  }
+  return notes;
 }
 
 }  // namespace
@@ -95,24 +141,43 @@ const void* DeviceState::output_device() const {
 
 Status DeviceState::RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket) {
   const std::int64_t rows = model_->StepRows(step_index, bucket);
+  const GemmKernel& kernel = model_->Kernel(step_index, bucket);
+  if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, step, rows);
+  const Gemm& gemm = gemms_[step_index][bucket];
+  return RunCublasLt(step, rows, [&](const GemmOperands& operands) {
+    return gemm.Run(handle_.get(), operands, workspace_.data(), workspace_.bytes(), stream());
+  });
+}
+
+Status DeviceState::RunCublasLt(const GemmStep& step, std::int64_t rows,
+                                const std::function<Status(const GemmOperands&)>& matmul) {
   const GemmOperands operands = Operands(*model_, step);
-  const bool has_residual = step.residual != plan::kNoValue;
-  if (model_->SmallBatch(step_index, bucket)) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(
-        operands.input, operands.weight, operands.bias, operands.residual, operands.output, rows,
-        step.n, step.k, step.Effective(model_->options().gelu),
-        StorageType(model_->options().precision), programmatic_, stream()));
-    return Status::Ok();
-  }
-  LTSERVE_RETURN_IF_ERROR(gemms_[step_index][bucket].Run(
-      handle_.get(), operands, workspace_.data(), workspace_.bytes(), stream()));
+  LTSERVE_RETURN_IF_ERROR(matmul(operands));
   if (!step.needs_pointwise) return Status::Ok();
+  const bool has_residual = step.residual != plan::kNoValue;
   const void* bias = step.fused ? nullptr : model_->Weight(step.bias_offset);
   const void* residual = !step.fused && has_residual ? Value(step.residual) : nullptr;
   LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPointwise(operands.output, bias, residual, operands.output,
                                                rows, step.n, step.after,
                                                StorageType(model_->options().precision),
                                                stream()));
+  return Status::Ok();
+}
+
+Status DeviceState::RunOwnKernel(const GemmKernel& kernel, const GemmStep& step,
+                                 std::int64_t rows) {
+  const GemmOperands o = Operands(*model_, step);
+  const plan::Activation act = step.Effective(model_->options().gelu);
+  const ElemType storage = StorageType(model_->options().precision);
+  if (kernel.kind == GemmKernel::Kind::kSmallBatch) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(o.input, o.weight, o.bias, o.residual,
+                                                        o.output, rows, step.n, step.k, act,
+                                                        storage, programmatic_, stream()));
+  } else {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSkinnyGemm(kernel.skinny, o.input, o.weight, o.bias,
+                                                  o.residual, o.output, rows, step.n, step.k,
+                                                  act, storage, programmatic_, stream()));
+  }
   return Status::Ok();
 }
 
@@ -226,30 +291,87 @@ Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, cons
   return algo;
 }
 
-// Whether the small-batch kernel should replace cuBLASLt for this step and bucket.
-Result<bool> DeviceState::PreferSmallBatch(const GpuModel& model, const GemmStep& step,
-                                           std::int64_t rows, const cublasLtMatmulAlgo_t& algo) {
-  const GpuModelOptions& options = model.options();
+// The kernel for one fused GEMM step at `rows`: cuBLASLt with `algo`, or one of the executor's
+// own kernels where the options allow one and it times clearly faster, each timed with the L2
+// cache emptied before every run (TimeColdOnStream says why). kAlways takes an own kernel
+// wherever one applies; an own kernel that fails to launch is left out, not fatal. The choice
+// is kept in `cache` under the shape's key: a cached choice the options still allow is taken
+// without timing (repeated layers, and restarts with an algorithm cache file).
+Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t rows,
+                                             const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
+                                             int* from_cache) {
+  const GpuModelOptions& options = model_->options();
   const ElemType storage = StorageType(options.precision);
-  if (options.small_batch == SmallBatchMode::kOff || !step.fused ||
-      !SmallBatchLinearSupports(storage, rows, step.k)) {
-    return false;
+  GemmKernel cublaslt;
+  if (!step.fused) return cublaslt;
+  const bool small_batch = options.small_batch != OwnKernelMode::kOff &&
+                           SmallBatchLinearSupports(storage, rows, step.k);
+  if (small_batch && options.small_batch == OwnKernelMode::kAlways) {
+    return GemmKernel{GemmKernel::Kind::kSmallBatch, {}};
   }
-  if (options.small_batch == SmallBatchMode::kAlways) return true;
-  if (rows > kSmallBatchAutoMaxRows) return false;
-  const GemmOperands operands = Operands(model, step);
-  LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
-  LTSERVE_ASSIGN_OR_RETURN(const float cublas_ms, TimeOnStream([&] {
-    return gemm.RunWith(algo, handle_.get(), operands, workspace_.data(), workspace_.bytes(),
-                        stream());
-  }, stream()));
-  LTSERVE_ASSIGN_OR_RETURN(const float small_ms, TimeOnStream([&]() -> Status {
-    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(
-        operands.input, operands.weight, operands.bias, operands.residual, operands.output, rows,
-        step.n, step.k, step.Effective(options.gelu), storage, programmatic_, stream()));
-    return Status::Ok();
-  }, stream()));
-  return ClearlyFaster(small_ms, cublas_ms);
+  std::vector<GemmKernel> challengers;
+  if (small_batch && rows <= kSmallBatchAutoMaxRows) {
+    challengers.push_back(GemmKernel{GemmKernel::Kind::kSmallBatch, {}});
+  }
+  const bool skinny = options.skinny_gemm != OwnKernelMode::kOff &&
+                      SkinnyGemmSupports(sm_major_, storage, rows, step.k);
+  if (skinny) {
+    for (const SkinnyGemmConfig& config : SkinnyGemmCandidates(rows, step.n, step.k)) {
+      challengers.push_back(GemmKernel{GemmKernel::Kind::kSkinny, config});
+    }
+  }
+  if (challengers.empty()) return cublaslt;
+  const bool replace = skinny && options.skinny_gemm == OwnKernelMode::kAlways;
+  // What the choice depends on: the GEMM's shape, epilogue and what runs after it, and which
+  // kernels the options let compete (a choice made with the split-K kernel off must not
+  // keep it off once it is allowed).
+  const std::string key =
+      "own," + step.Shape(rows).Key(options.precision, options.workspace_bytes) +
+      ",then=" + std::to_string(static_cast<int>(step.after)) + ",competing=" +
+      (challengers.front().kind == GemmKernel::Kind::kSmallBatch ? "small-batch+" : "") +
+      (skinny ? (replace ? "skinny-only" : "skinny") : "cublaslt");
+  if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
+    const bool allowed = (*cached == cublaslt && !replace) ||
+                         std::find(challengers.begin(), challengers.end(), *cached) !=
+                             challengers.end();
+    if (allowed) {
+      ++*from_cache;
+      return *cached;
+    }
+  }
+  if (flush_.data() == nullptr) {
+    int l2_bytes = 0;
+    LTSERVE_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, options.gpu_device));
+    LTSERVE_ASSIGN_OR_RETURN(
+        flush_, DeviceBuffer::Create(2 * static_cast<std::size_t>(std::max(l2_bytes, 1 << 20)),
+                                     "L2 flush while timing GEMM kernels"));
+  }
+  GemmKernel best = cublaslt;
+  float best_ms = std::numeric_limits<float>::infinity();
+  if (!replace) {
+    LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
+    LTSERVE_ASSIGN_OR_RETURN(best_ms, TimeColdOnStream([&] {
+      return RunCublasLt(step, rows, [&](const GemmOperands& operands) {
+        return gemm.RunWith(algo, handle_.get(), operands, workspace_.data(), workspace_.bytes(),
+                            stream());
+      });
+    }, flush_, stream()));
+  }
+  for (const GemmKernel& challenger : challengers) {
+    Result<float> ms = TimeColdOnStream([&] { return RunOwnKernel(challenger, step, rows); },
+                                        flush_, stream());
+    if (!ms.ok()) continue;
+    const bool wins = best.kind == GemmKernel::Kind::kCublasLt && !replace
+                          ? ClearlyFaster(ms.value(), best_ms)
+                          : ms.value() < best_ms;
+    if (wins) {
+      best = challenger;
+      best_ms = ms.value();
+    }
+  }
+  cache.PutKernel(key, best);
+  return best;
 }
 
 GemmOperands DeviceState::Operands(const GpuModel& model, const GemmStep& step) const {
@@ -278,9 +400,9 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
   GemmTuning tuning;
   tuning.steps = model->steps();
   tuning.algos.assign(tuning.steps.size(), {});
-  tuning.small_batch.assign(tuning.steps.size(), std::vector<std::uint8_t>(buckets, 0));
+  tuning.kernels.assign(tuning.steps.size(), std::vector<GemmKernel>(buckets));
   int from_cache = 0;
-  int small_batch = 0;
+  int kernels_from_cache = 0;
   for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
     auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
     if (step == nullptr) continue;
@@ -297,28 +419,28 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
         step->fused = false;
         ChooseEpilogue(*step, options.gelu);
         tuning.algos[s].clear();
-        tuning.small_batch[s].assign(buckets, 0);
+        tuning.kernels[s].assign(buckets, GemmKernel{});
         b = static_cast<std::size_t>(-1);  // every bucket again, unfused (the loop's ++b wraps)
         continue;
       }
       if (!algo.ok()) return algo.status();
       tuning.algos[s].push_back(algo.value());
-      LTSERVE_ASSIGN_OR_RETURN(const bool prefer,
-                               state->PreferSmallBatch(*model, *step, rows, algo.value()));
-      tuning.small_batch[s][b] = prefer ? 1 : 0;
+      LTSERVE_ASSIGN_OR_RETURN(
+          tuning.kernels[s][b],
+          state->ChooseKernel(*step, rows, algo.value(), cache, &kernels_from_cache));
     }
-    for (std::uint8_t chosen : tuning.small_batch[s]) small_batch += chosen;
   }
-  if (from_cache > 0) {
+  if (from_cache + kernels_from_cache > 0) {
     // Repeated shapes (the layers of an encoder) hit the cache too, file or not.
-    tuning.notes.push_back(std::to_string(from_cache) + " GEMM algorithms from the cache" +
+    tuning.notes.push_back(std::to_string(from_cache) + " GEMM algorithms " +
+                           (kernels_from_cache > 0
+                                ? "and " + std::to_string(kernels_from_cache) + " kernel choices "
+                                : std::string()) +
+                           "from the cache" +
                            (options.algo_cache_file.empty() ? std::string(" (shapes timed earlier in this load)")
                                                             : " (" + options.algo_cache_file + ")"));
   }
-  if (small_batch > 0) {
-    tuning.notes.push_back("small-batch kernel for " + std::to_string(small_batch) +
-                           " GEMM buckets");
-  }
+  for (std::string& note : OwnKernelNotes(*model, tuning)) tuning.notes.push_back(std::move(note));
   if (!options.algo_cache_file.empty() && cache.size() != cached_before) {
     LTSERVE_RETURN_IF_ERROR(cache.Save(options.algo_cache_file));
   }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -61,12 +62,18 @@ class DeviceState {
  private:
   DeviceState() = default;
   Status RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket);
+  // `matmul` (a cuBLASLt run on the step's operands), then the pointwise step for what did
+  // not fuse.
+  Status RunCublasLt(const GemmStep& step, std::int64_t rows,
+                     const std::function<Status(const GemmOperands&)>& matmul);
+  Status RunOwnKernel(const GemmKernel& kernel, const GemmStep& step, std::int64_t rows);
   Status RunEmbed(const EmbedStep& step, std::size_t bucket);
   GemmOperands Operands(const GpuModel& model, const GemmStep& step) const;
   Result<cublasLtMatmulAlgo_t> ChooseAlgo(const GpuModel& model, const GemmStep& step,
                                           std::int64_t rows, AlgoCache& cache, int* from_cache);
-  Result<bool> PreferSmallBatch(const GpuModel& model, const GemmStep& step, std::int64_t rows,
-                                const cublasLtMatmulAlgo_t& algo);
+  Result<GemmKernel> ChooseKernel(const GemmStep& step, std::int64_t rows,
+                                  const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
+                                  int* from_cache);
   void* Value(plan::ValueId id) const { return values_[static_cast<std::size_t>(id)].data(); }
 
   std::shared_ptr<const GpuModel> model_;
@@ -81,6 +88,8 @@ class DeviceState {
   std::optional<AttentionBatch> attention_batch_;  // only for a model with attention or pooling
   // LayerNorm and attention by programmatic dependent launch: the option, on sm_90 or newer.
   bool programmatic_ = false;
+  int sm_major_ = 0;     // the device's compute capability
+  DeviceBuffer flush_;   // Tune's state only: overwritten to empty the L2 between timed runs
 };
 
 }  // namespace ltserve::gpu

@@ -1,6 +1,8 @@
 #include "gpu/gemm.h"
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "gpu/cuda_check.h"
 
@@ -13,6 +15,9 @@ constexpr std::uint32_t kPointerAlignment = 256;
 // that tuning all buckets of a large model stays within seconds.
 constexpr int kTuneWarmupRuns = 3;
 constexpr int kTuneTimedRuns = 10;
+// Cold-cache timing: each run is timed alone between two events (a median of these is robust
+// to the odd slow one), after the flush.
+constexpr int kColdTimedRuns = 9;
 // How much faster than the heuristic's first choice another candidate must time to replace it.
 constexpr float kClearWin = 0.03f;
 
@@ -153,6 +158,30 @@ Result<float> TimeOnStream(const std::function<Status()>& run, cudaStream_t stre
   float ms = 0;
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
   return ms / kTuneTimedRuns;
+}
+
+Result<float> TimeColdOnStream(const std::function<Status()>& run, const DeviceBuffer& flush,
+                               cudaStream_t stream) {
+  for (int i = 0; i < kTuneWarmupRuns; ++i) LTSERVE_RETURN_IF_ERROR(run());
+  std::vector<Event> marks;
+  for (int i = 0; i < 2 * kColdTimedRuns; ++i) {
+    LTSERVE_ASSIGN_OR_RETURN(Event mark, CreateEvent(/*timing=*/true));
+    marks.push_back(std::move(mark));
+  }
+  for (int i = 0; i < kColdTimedRuns; ++i) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush.data(), i, flush.bytes(), stream));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[2 * i].get(), stream));
+    LTSERVE_RETURN_IF_ERROR(run());
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[2 * i + 1].get(), stream));
+  }
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(marks.back().get()));
+  std::vector<float> ms(kColdTimedRuns);
+  for (int i = 0; i < kColdTimedRuns; ++i) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(
+        cudaEventElapsedTime(&ms[i], marks[2 * i].get(), marks[2 * i + 1].get()));
+  }
+  std::nth_element(ms.begin(), ms.begin() + kColdTimedRuns / 2, ms.end());
+  return ms[kColdTimedRuns / 2];
 }
 
 bool ClearlyFaster(float challenger_ms, float incumbent_ms) {

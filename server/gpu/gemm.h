@@ -80,6 +80,12 @@ class Gemm {
 // Mean milliseconds of one `run` on `stream` after warm-up runs, timed with CUDA events; the
 // error of the first failing run otherwise.
 Result<float> TimeOnStream(const std::function<Status()>& run, cudaStream_t stream);
+// Median milliseconds of one `run` with the L2 cache emptied before each: `flush` (at least
+// twice the L2's size) is overwritten before every timed run. Inside a forward pass a layer's
+// weights are not in L2 (the layers before evicted them), and a kernel that streams its
+// weights once would time faster than it runs if timed back to back on weights left in L2.
+Result<float> TimeColdOnStream(const std::function<Status()>& run, const DeviceBuffer& flush,
+                               cudaStream_t stream);
 // The margin by which a challenger must beat an incumbent's time to replace it.
 bool ClearlyFaster(float challenger_ms, float incumbent_ms);
 

@@ -184,7 +184,7 @@ std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
   std::shared_ptr<GpuModel> tuned(new GpuModel(*this));
   tuned->steps_ = std::move(tuning.steps);
   tuned->algos_ = std::move(tuning.algos);
-  tuned->small_batch_ = std::move(tuning.small_batch);
+  tuned->kernels_ = std::move(tuning.kernels);
   tuned->notes_.insert(tuned->notes_.end(), tuning.notes.begin(), tuning.notes.end());
   tuned->tuned_ = true;
   return tuned;

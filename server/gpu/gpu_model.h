@@ -24,6 +24,7 @@
 #include "gpu/cuda_resources.h"
 #include "gpu/gemm.h"
 #include "gpu/kernels.h"
+#include "gpu/gemm_kernel.h"
 #include "plan/plan.h"
 
 namespace ltserve::gpu {
@@ -142,12 +143,12 @@ using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep, AttentionStep,
                           PoolStep, L2NormalizeStep>;
 
 // What tuning chose for a model: its steps (a layer cuBLASLt cannot fuse comes back as matmul +
-// pointwise), and per GEMM step and bucket the algorithm and whether the small-batch kernel
-// runs instead; notes for the load log.
+// pointwise), and per GEMM step and bucket the cuBLASLt algorithm and the kernel that runs;
+// notes for the load log.
 struct GemmTuning {
   std::vector<Step> steps;
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos;  // [step][bucket], GEMM steps only
-  std::vector<std::vector<std::uint8_t>> small_batch;    // [step][bucket], GEMM steps only
+  std::vector<std::vector<GemmKernel>> kernels;          // [step][bucket], GEMM steps only
   std::vector<std::string> notes;
 };
 
@@ -160,7 +161,7 @@ class GpuModel {
                                                         const std::optional<TokenLayout>& tokens);
   // The tuned model: this one's plan, options and weights with `tuning`'s steps and algorithms.
   std::shared_ptr<const GpuModel> WithTuning(GemmTuning tuning) const;
-  // True for a model WithTuning made: Algo and SmallBatch answer for every GEMM step and bucket.
+  // True for a model WithTuning made: Algo and Kernel answer for every GEMM step and bucket.
   bool tuned() const { return tuned_; }
 
   const plan::Plan& plan() const { return *plan_; }
@@ -192,9 +193,9 @@ class GpuModel {
   const cublasLtMatmulAlgo_t& Algo(std::size_t step, std::size_t bucket) const {
     return algos_[step][bucket];
   }
-  // True when GEMM step `step` runs with the small-batch kernel at `bucket`.
-  bool SmallBatch(std::size_t step, std::size_t bucket) const {
-    return small_batch_[step][bucket] != 0;
+  // The kernel that runs GEMM step `step` at `bucket`.
+  const GemmKernel& Kernel(std::size_t step, std::size_t bucket) const {
+    return kernels_[step][bucket];
   }
   // One line per decision worth a log line (unfused layers, cache use), for Describe().
   const std::vector<std::string>& notes() const { return notes_; }
@@ -217,7 +218,7 @@ class GpuModel {
   std::vector<std::byte> host_weights_;  // packed, freed after upload
   std::shared_ptr<const DeviceBuffer> weights_;
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos_;  // [step][bucket], GEMM steps only
-  std::vector<std::vector<std::uint8_t>> small_batch_;    // [step][bucket], GEMM steps only
+  std::vector<std::vector<GemmKernel>> kernels_;          // [step][bucket], GEMM steps only
   std::vector<std::string> notes_;
   bool tuned_ = false;
 };

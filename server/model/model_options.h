@@ -20,9 +20,10 @@ const char* PrecisionName(Precision precision);  // "bf16", "fp16", "fp32", "tf3
 // or exactly in a separate kernel. Already resolved from the parameter's "auto".
 enum class GeluMode : std::uint8_t { kTanhEpilogue, kExact };
 
-// When to run a few-row Linear with the small-batch kernel instead of cuBLASLt: kAuto where it
-// times faster at load, kAlways wherever it can (tests), kOff never.
-enum class SmallBatchMode : std::uint8_t { kAuto, kAlways, kOff };
+// When to run a few-row Linear with one of the GPU executor's own kernels (the small-batch
+// matrix-vector kernel, the split-K skinny GEMM) instead of cuBLASLt: kAuto where it times
+// faster at load, kAlways wherever it can (tests), kOff never.
+enum class OwnKernelMode : std::uint8_t { kAuto, kAlways, kOff };
 
 // Which executor may run the model: kAuto lowers when possible, kPlan makes failing to lower a
 // load error, kTorchScript never lowers.
@@ -43,7 +44,8 @@ struct ModelOptions {
   // GPU path: a request that can start at once on an idle instance runs on the thread that
   // received it instead of waking the instance's worker (SchedulerOptions::run_on_caller_when_idle).
   bool run_on_receiving_thread = true;
-  SmallBatchMode small_batch = SmallBatchMode::kAuto;
+  OwnKernelMode small_batch = OwnKernelMode::kAuto;   // the matrix-vector kernel, 1-8 rows
+  OwnKernelMode skinny_gemm = OwnKernelMode::kAuto;   // the split-K kernel, up to 128 rows
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal
   PathChoice execution_path = PathChoice::kAuto;

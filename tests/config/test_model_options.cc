@@ -31,6 +31,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"algo_candidates", "3"},
                                         {"fuse_epilogues", "false"},
                                         {"small_batch_kernel", "always"},
+                                        {"skinny_gemm_kernel", "off"},
                                         {"gpu_device", "2"},
                                         {"cublaslt_workspace_bytes", "4096"},
                                         {"algo_cache_file", "cache/../algos.txt"},
@@ -47,7 +48,8 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->gelu, GeluMode::kExact);
   EXPECT_EQ(options->algo_candidates, 3);
   EXPECT_FALSE(options->fuse_epilogues);
-  EXPECT_EQ(options->small_batch, SmallBatchMode::kAlways);
+  EXPECT_EQ(options->small_batch, OwnKernelMode::kAlways);
+  EXPECT_EQ(options->skinny_gemm, OwnKernelMode::kOff);
   EXPECT_EQ(options->gpu_device, 2);
   EXPECT_EQ(options->workspace_bytes, 4096u);
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
@@ -99,6 +101,7 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"max_tokens_per_batch", "12x"},  {"gpu_device", "-1"},
       {"algo_candidates", "0"},         {"cublaslt_workspace_bytes", "0"},
       {"small_batch_kernel", "never"},  {"fuse_epilogues", "1"},
+      {"skinny_gemm_kernel", "yes"},
       {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
       {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {

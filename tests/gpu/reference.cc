@@ -7,7 +7,6 @@
 #include <variant>
 
 namespace ltserve::testing {
-namespace {
 
 double Activate(plan::Activation act, double x) {
   switch (act) {
@@ -22,6 +21,8 @@ double Activate(plan::Activation act, double x) {
   }
   return x;
 }
+
+namespace {
 
 // Self-attention of one sequence of `length` tokens starting at row `first`, straight from
 // the definition: every score, a max-shifted softmax, then the weighted sum of values.

@@ -14,6 +14,9 @@ namespace ltserve::testing {
 // Rounds a weight or input the way the executor stores it (identity for fp32).
 using Quantize = std::function<float(float)>;
 
+// The activation `act` as the plan defines it (plan/plan.h), in double.
+double Activate(plan::Activation act, double x);
+
 // Runs `plan` on `rows` rows of `input` (row-major [rows, input_width]); weights pass through
 // `quantize` first, as the executor converts them at load. For a token plan,
 // `sequence_lengths` splits the rows into the sequences attention works within.

@@ -142,11 +142,21 @@ void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c
   if (extra["fuse_epilogues"] == "false") {
     EXPECT_NE(describe.find("(0 with fused epilogue)"), std::string::npos) << describe;
   }
-  if (extra["small_batch_kernel"] == "always" && c.precision != "fp32" &&
-      c.precision != "tf32") {
+  const bool sixteen_bit = c.precision != "fp32" && c.precision != "tf32";
+  if (extra["small_batch_kernel"] == "always" && sixteen_bit) {
     // 7 layers × the 4 buckets of at most 8 rows (1, 2, 4, 8).
     EXPECT_NE(describe.find("small-batch kernel for 28 GEMM buckets"), std::string::npos)
         << describe;
+  }
+  if (extra["skinny_gemm_kernel"] == "always") {
+    // 7 layers × the 8 buckets of at most 128 rows (1, 2, ..., 128); 32-bit storage has no
+    // tensor-core kernel of ltserve's and stays with cuBLASLt.
+    if (sixteen_bit) {
+      EXPECT_NE(describe.find("split-K kernel for 56 GEMM buckets"), std::string::npos)
+          << describe;
+    } else {
+      EXPECT_EQ(describe.find("split-K kernel"), std::string::npos) << describe;
+    }
   }
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
@@ -209,6 +219,14 @@ TEST_P(PrecisionTest, UnfusedFallbackMatchesReference) {
 TEST_P(PrecisionTest, SmallBatchKernelMatchesReference) {
   SKIP_WITHOUT_GPU();
   CheckAgainstReference(SmallBatchPlan(), GetParam(), {{"small_batch_kernel", "always"}});
+}
+
+// The split-K kernel for every layer up to 128 rows (on Hopper), each at the configuration
+// that timed fastest; 200 rows run cuBLASLt. Its every configuration: test_skinny_gemm.cc.
+TEST_P(PrecisionTest, SkinnyGemmKernelMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  CheckAgainstReference(SmallBatchPlan(), GetParam(),
+                        {{"skinny_gemm_kernel", "always"}, {"small_batch_kernel", "off"}});
 }
 
 TEST_P(PrecisionTest, AlignedWidthsFuseEveryLayerAndMatchReference) {
@@ -293,18 +311,28 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
 
 // Programmatic dependent launch only moves when a kernel may start: every plan, through its
 // graphs and without them, gives bit for bit what ordinary launches give (LayerNorm and the
-// conversions in the zoo, the small-batch kernel chained layer after layer).
+// conversions in the zoo, the small-batch and the split-K kernels chained layer after layer,
+// whose weight loads start before the layer before has finished). Both factories read their
+// kernel choices from one cache file, so that they run the same kernels.
 TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   SKIP_WITHOUT_GPU();
-  for (const auto& plan : {ZooPlan(), SmallBatchPlan()}) {
+  const std::pair<std::shared_ptr<const plan::Plan>, std::map<std::string, std::string>> cases[] = {
+      {ZooPlan(), {{"small_batch_kernel", "always"}}},
+      {SmallBatchPlan(), {{"small_batch_kernel", "always"}}},
+      {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"skinny_gemm_kernel", "always"}}}};
+  for (const auto& [plan, kernels] : cases) {
+    const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                        ("ltserve_algo_cache_" + std::to_string(Rng()()));
     for (const bool graphs : {true, false}) {
       std::unique_ptr<ExecutorInstance> instances[2];
       for (int on = 0; on < 2; ++on) {
         ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
-        spec.options = testing::Options({{"precision", "bf16"},
-                                         {"small_batch_kernel", "always"},
-                                         {"cuda_graphs", graphs ? "true" : "false"},
-                                         {"programmatic_launch", on == 1 ? "true" : "false"}});
+        std::map<std::string, std::string> parameters = kernels;
+        parameters["precision"] = "bf16";
+        parameters["cuda_graphs"] = graphs ? "true" : "false";
+        parameters["programmatic_launch"] = on == 1 ? "true" : "false";
+        spec.options = testing::Options(parameters);
+        spec.options.algo_cache_file = cache.string();
         auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
         ASSERT_TRUE(factory.ok()) << factory.status().ToString();
         EXPECT_EQ(factory.value()->Describe().find("programmatic launch off") != std::string::npos,
@@ -322,6 +350,7 @@ TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
             << "rows " << rows << (graphs ? " with graphs" : " without graphs");
       }
     }
+    std::filesystem::remove(cache);
   }
 }
 

@@ -1,0 +1,45 @@
+#include "gpu/gemm_kernel.h"
+
+#include <sstream>
+
+namespace ltserve::gpu {
+
+std::string GemmKernel::ToText() const {
+  switch (kind) {
+    case Kind::kCublasLt: return "cublaslt";
+    case Kind::kSmallBatch: return "small-batch";
+    case Kind::kSkinny:
+      return "skinny " + std::to_string(skinny.m_tile) + " " + std::to_string(skinny.row_tiles) +
+             " " + std::to_string(skinny.unroll) + " " + std::to_string(skinny.cluster);
+  }
+  return "cublaslt";
+}
+
+std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  std::string word;
+  in >> word;
+  GemmKernel kernel;
+  if (word == "cublaslt" || word == "small-batch") {
+    kernel.kind = word == "cublaslt" ? Kind::kCublasLt : Kind::kSmallBatch;
+  } else if (word == "skinny") {
+    int values[4] = {};
+    for (int& v : values) in >> v;
+    if (!in) return std::nullopt;
+    for (int v : values) {
+      if (v < 1 || v > 255) return std::nullopt;
+    }
+    kernel.kind = Kind::kSkinny;
+    kernel.skinny = SkinnyGemmConfig{static_cast<std::uint8_t>(values[0]),
+                                     static_cast<std::uint8_t>(values[1]),
+                                     static_cast<std::uint8_t>(values[2]),
+                                     static_cast<std::uint8_t>(values[3])};
+  } else {
+    return std::nullopt;
+  }
+  std::string rest;
+  if (in >> rest) return std::nullopt;
+  return kernel;
+}
+
+}  // namespace ltserve::gpu

@@ -1,0 +1,321 @@
+// The split-K GEMM for few rows (skinny_gemm.h). Y = X·Wᵀ is computed as its transpose
+// Yᵀ[N,M] = W[N,K]·Xᵀ so that W, the big operand, is mma's A (16 rows of N) and the few rows of
+// X are mma's n (8 a tile): no tensor-core work is wasted on padding W, only on padding X.
+//
+// Loads without shuffles. mma.m16n8k16 gives thread (g = lane / 4, t = lane % 4) the K slots
+// {2t, 2t+1, 2t+8, 2t+9} of A's rows g and g + 8 and of B's column g. Which real k a slot
+// stands for is ours to choose, as long as A and B agree: here, over two mmas j = 0, 1, the
+// slots of t are the 8 consecutive k at t·8 of a 32-wide step, in the order (j, slot). So each
+// thread reads W rows g and g + 8 and X row g as one 16-byte load each, the four threads of a
+// group cover 64 contiguous bytes of a row, and the 16-byte vector is the fragment as it is:
+// components 2j and 2j + 1 are the slot pairs (2t, 2t+1) and (2t+8, 2t+9) of mma j.
+//
+// A block (4 warps) stages a K chunk of X in shared memory (cp.async, double-buffered), each
+// warp multiplies its W rows, held in registers, against it, and the block moves to the chunk
+// `cluster` chunks on. The blocks of a cluster share the same W rows and X rows and split K;
+// each leaves its fp32 partial sums in its shared memory, and after a cluster barrier every
+// thread of the cluster sums the partials of some outputs from all blocks (in rank order, so
+// results are bit-reproducible) and applies bias, residual and activation.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "gpu/kernels_device.cuh"
+#include "gpu/skinny_gemm.h"
+#include "gpu/tensor_core_device.cuh"
+
+namespace ltserve::gpu {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kVector = 8;  // 16-bit elements per 16-byte load
+constexpr int kStep = 32;   // K per pair of mmas (two m16n8k16)
+// Halves of padding per staged X row: a row's stride is then 64 bytes past a multiple of
+// 128, so the 8 threads of a quarter-warp (rows g, g + 1 at 4 offsets each) read 8 distinct
+// 16-byte bank groups.
+constexpr int kPad = 32;
+constexpr int kMaxCluster = 8;  // the portable cluster size
+
+template <int kMTile, int kRowTiles, int kUnroll>
+struct Shape {
+  static constexpr int kChunk = kStep * kUnroll;  // K per block step
+  static constexpr int kStride = kChunk + kPad;   // halves per staged X row
+  static constexpr int kBlockRows = kWarps * 16 * kRowTiles;  // outputs (W rows) per block
+  static constexpr int kPartStride = kBlockRows + 4;  // floats per partial row: fewer bank conflicts
+  static constexpr int kStageBytes = 2 * kMTile * kStride * 2;
+  static constexpr int kPartBytes = kMTile * kPartStride * 4;
+  // The partial sums reuse the staging buffers once the K loop is over.
+  static constexpr int kSmemBytes = kStageBytes > kPartBytes ? kStageBytes : kPartBytes;
+  static_assert(kSmemBytes <= 48 * 1024, "static shared memory");
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Component i of a 16-byte vector: the pair of 16-bit values at slots 2i, 2i + 1.
+__device__ __forceinline__ std::uint32_t Half(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+#endif
+
+template <typename T, int kMTile, int kRowTiles, int kUnroll>
+__global__ void __launch_bounds__(kThreads)
+    SkinnyGemmKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                     const T* residual, T* __restrict__ y, int rows, int n_total, int k_total,
+                     plan::Activation act) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using S = Shape<kMTile, kRowTiles, kUnroll>;
+  constexpr int kNTiles = kMTile / 8;  // mma n tiles of X rows
+  __shared__ __align__(16) unsigned char smem[S::kSmemBytes];
+  auto* staged = reinterpret_cast<std::uint16_t*>(smem);  // [2][kMTile][kStride]
+  auto* partial = reinterpret_cast<float*>(smem);         // [kMTile][kPartStride], after the loop
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int splits = static_cast<int>(cluster.num_blocks());
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int block_n0 = blockIdx.x * S::kBlockRows;
+  const int n0 = block_n0 + warp * 16 * kRowTiles;
+  const int m0 = blockIdx.z * kMTile;
+  const int chunks = (k_total + S::kChunk - 1) / S::kChunk;
+  const auto* x16 = reinterpret_cast<const std::uint16_t*>(x);
+
+  uint4 wr[kRowTiles][2][kUnroll];
+  const auto load_w = [&](int chunk) {
+#pragma unroll
+    for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int n = n0 + r * 16 + h * 8 + g;
+        const T* row = w + static_cast<std::int64_t>(n < n_total ? n : 0) * k_total;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int k = chunk * S::kChunk + u * kStep + t * kVector;
+          wr[r][h][u] = n < n_total && k < k_total
+                            ? __ldg(reinterpret_cast<const uint4*>(row + k))
+                            : uint4{0u, 0u, 0u, 0u};
+        }
+      }
+    }
+  };
+  const auto stage_x = [&](int chunk, int buffer) {
+    constexpr int kVectors = S::kChunk / kVector;  // per staged row
+    for (int e = threadIdx.x; e < kMTile * kVectors; e += kThreads) {
+      const int r = e / kVectors;
+      const int v = e % kVectors;
+      const int m = m0 + r;
+      const int k = chunk * S::kChunk + v * kVector;
+      const bool valid = m < rows && k < k_total;
+      CopyAsync16(staged + (buffer * kMTile + r) * S::kStride + v * kVector,
+                  valid ? x16 + static_cast<std::int64_t>(m) * k_total + k : x16, valid);
+    }
+    CommitCopies();
+  };
+
+  float acc[kRowTiles][kNTiles][4];
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int i = 0; i < kNTiles; ++i) acc[r][i][0] = acc[r][i][1] = acc[r][i][2] = acc[r][i][3] = 0.f;
+  }
+
+  // W is not the kernel before's output: under a programmatic launch its first chunk is in
+  // flight while that kernel drains. X is, so it is staged only after the wait.
+  int chunk = rank;
+  if (chunk < chunks) load_w(chunk);
+  WaitForPriorKernel();
+  AllowDependentLaunch();
+  int buffer = 0;
+  if (chunk < chunks) stage_x(chunk, 0);
+  for (; chunk < chunks; chunk += splits) {
+    const int next = chunk + splits;
+    if (next < chunks) {
+      stage_x(next, buffer ^ 1);  // in flight during this chunk's mmas
+      WaitCopies<1>();
+    } else {
+      WaitCopies<0>();
+    }
+    __syncthreads();  // this chunk's X is in shared memory for every warp
+    const std::uint16_t* xs = staged + (buffer * kMTile + g) * S::kStride + t * kVector;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int i = 0; i < kNTiles; ++i) {
+        const uint4 xv = *reinterpret_cast<const uint4*>(xs + i * 8 * S::kStride + u * kStep);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+          for (int r = 0; r < kRowTiles; ++r) {
+            const std::uint32_t a[4] = {Half(wr[r][0][u], 2 * j), Half(wr[r][1][u], 2 * j),
+                                        Half(wr[r][0][u], 2 * j + 1), Half(wr[r][1][u], 2 * j + 1)};
+            Mma<T>::Run(acc[r][i], a, Half(xv, 2 * j), Half(xv, 2 * j + 1));
+          }
+        }
+      }
+    }
+    if (next < chunks) load_w(next);
+    __syncthreads();  // every warp is done with this buffer before it is staged again
+    buffer ^= 1;
+  }
+
+  // Accumulator element e of tile (r, i) is Yᵀ[row g (+8 for e >= 2)][column 2t (+1 for odd e)].
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+    for (int i = 0; i < kNTiles; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n_local = warp * 16 * kRowTiles + r * 16 + g + (e >= 2 ? 8 : 0);
+        const int m_local = i * 8 + 2 * t + (e & 1);
+        partial[m_local * S::kPartStride + n_local] = acc[r][i][e];
+      }
+    }
+  }
+  cluster.sync();  // every block's partial sums are in its shared memory
+
+  // Consecutive threads take consecutive outputs of a row of Y: coalesced stores.
+  for (int o = rank * kThreads + threadIdx.x; o < kMTile * S::kBlockRows; o += splits * kThreads) {
+    const int m_local = o / S::kBlockRows;
+    const int n_local = o % S::kBlockRows;
+    const int m = m0 + m_local;
+    const int n = block_n0 + n_local;
+    if (m >= rows || n >= n_total) continue;
+    const int at = m_local * S::kPartStride + n_local;
+    float v = 0.f;
+    for (int s = 0; s < splits; ++s) v += cluster.map_shared_rank(partial, s)[at];
+    const std::int64_t out = static_cast<std::int64_t>(m) * n_total + n;
+    if (bias != nullptr) v += Load(bias, n);
+    if (residual != nullptr) v += Load(residual, out);
+    Store(y, out, Activate(act, v));
+  }
+  cluster.sync();  // no block leaves while another may still read its shared memory
+#endif
+}
+
+template <typename T, int kMTile, int kRowTiles, int kUnroll>
+cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* bias,
+                        const void* residual, void* y, std::int64_t rows, std::int64_t n,
+                        std::int64_t k, plan::Activation act, bool programmatic,
+                        cudaStream_t stream) {
+  using S = Shape<kMTile, kRowTiles, kUnroll>;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>((n + S::kBlockRows - 1) / S::kBlockRows),
+                        static_cast<unsigned>(cluster),
+                        static_cast<unsigned>((rows + kMTile - 1) / kMTile));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = 1;
+  attributes[0].val.clusterDim.y = static_cast<unsigned>(cluster);
+  attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attributes;
+  config.numAttrs = programmatic ? 2 : 1;
+  return cudaLaunchKernelEx(&config, SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll>,
+                            static_cast<const T*>(x), static_cast<const T*>(w),
+                            static_cast<const T*>(bias), static_cast<const T*>(residual),
+                            static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(n),
+                            static_cast<int>(k), act);
+}
+
+template <typename T, int kMTile>
+cudaError_t DispatchTiles(const SkinnyGemmConfig& c, const void* x, const void* w,
+                          const void* bias, const void* residual, void* y, std::int64_t rows,
+                          std::int64_t n, std::int64_t k, plan::Activation act,
+                          bool programmatic, cudaStream_t stream) {
+  if (c.row_tiles == 1 && c.unroll == 4) {
+    return LaunchShape<T, kMTile, 1, 4>(c.cluster, x, w, bias, residual, y, rows, n, k, act,
+                                        programmatic, stream);
+  }
+  if (c.row_tiles == 2 && c.unroll == 4) {
+    return LaunchShape<T, kMTile, 2, 4>(c.cluster, x, w, bias, residual, y, rows, n, k, act,
+                                        programmatic, stream);
+  }
+  if constexpr (kMTile <= 32) {
+    if (c.row_tiles == 1 && c.unroll == 8) {
+      return LaunchShape<T, kMTile, 1, 8>(c.cluster, x, w, bias, residual, y, rows, n, k, act,
+                                          programmatic, stream);
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <typename T>
+cudaError_t Dispatch(const SkinnyGemmConfig& c, const void* x, const void* w, const void* bias,
+                     const void* residual, void* y, std::int64_t rows, std::int64_t n,
+                     std::int64_t k, plan::Activation act, bool programmatic,
+                     cudaStream_t stream) {
+  switch (c.m_tile) {
+    case 8: return DispatchTiles<T, 8>(c, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
+    case 16: return DispatchTiles<T, 16>(c, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
+    case 32: return DispatchTiles<T, 32>(c, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
+    case 64: return DispatchTiles<T, 64>(c, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+std::int64_t MTileFor(std::int64_t rows) {
+  std::int64_t tile = 8;
+  while (tile < rows && tile < 64) tile *= 2;
+  return tile;
+}
+
+}  // namespace
+
+std::string SkinnyGemmConfig::Describe() const {
+  return "split-K " + std::to_string(cluster) + " x " + std::to_string(kWarps * 16 * row_tiles) +
+         " rows x " + std::to_string(kStep * unroll) + " K, " + std::to_string(m_tile) +
+         "-row X tiles";
+}
+
+bool SkinnyGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int64_t in_features) {
+  return sm_major >= 9 && type != ElemType::kFp32 && rows >= 1 && rows <= kSkinnyGemmMaxRows &&
+         in_features >= kVector && in_features % kVector == 0 &&
+         in_features < (std::int64_t{1} << 30);
+}
+
+std::vector<SkinnyGemmConfig> SkinnyGemmCandidates(std::int64_t rows, std::int64_t out_features,
+                                                   std::int64_t in_features) {
+  std::vector<SkinnyGemmConfig> candidates;
+  if (rows < 1 || out_features < 1 || in_features < 1) return candidates;
+  const auto m_tile = static_cast<std::uint8_t>(MTileFor(rows));
+  const std::pair<int, int> shapes[] = {{1, 4}, {2, 4}, {1, 8}};  // (row_tiles, unroll)
+  for (const auto& [row_tiles, unroll] : shapes) {
+    if (unroll == 8 && m_tile > 32) continue;
+    const std::int64_t chunks = (in_features + kStep * unroll - 1) / (kStep * unroll);
+    for (int cluster = 1; cluster <= kMaxCluster && cluster <= chunks; cluster *= 2) {
+      candidates.push_back(SkinnyGemmConfig{m_tile, static_cast<std::uint8_t>(row_tiles),
+                                            static_cast<std::uint8_t>(unroll),
+                                            static_cast<std::uint8_t>(cluster)});
+    }
+  }
+  return candidates;
+}
+
+cudaError_t LaunchSkinnyGemm(const SkinnyGemmConfig& config, const void* x, const void* w,
+                             const void* bias, const void* residual, void* y, std::int64_t rows,
+                             std::int64_t out_features, std::int64_t in_features,
+                             plan::Activation act, ElemType type, bool programmatic,
+                             cudaStream_t stream) {
+  if (!SkinnyGemmSupports(9, type, rows, in_features) || out_features < 1 ||
+      out_features > (std::int64_t{1} << 30) || config.cluster < 1 ||
+      config.cluster > kMaxCluster || (config.cluster & (config.cluster - 1)) != 0 ||
+      (rows + config.m_tile - 1) / config.m_tile > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  if (type == ElemType::kBf16) {
+    return Dispatch<__nv_bfloat16>(config, x, w, bias, residual, y, rows, out_features,
+                                   in_features, act, programmatic, stream);
+  }
+  return Dispatch<__half>(config, x, w, bias, residual, y, rows, out_features, in_features, act,
+                          programmatic, stream);
+}
+
+}  // namespace ltserve::gpu

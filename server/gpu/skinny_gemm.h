@@ -1,0 +1,67 @@
+// The split-K GEMM for few rows (skinny_gemm.cu): Y[M,N] = act(X[M,K]·W[N,K]ᵀ + bias + residual)
+// for M up to kSkinnyGemmMaxRows, where a Linear is bound by streaming its weights once and
+// by latency, not by arithmetic. cuBLASLt's kernels at these shapes reach a fraction of the
+// memory bandwidth (bench/RESULTS.md, "Where a BERT-base pass spends its time") and add a
+// separate split-K reduction kernel; this one spreads W over every SM, reduces the K split
+// inside a thread-block cluster (distributed shared memory, no workspace, no second kernel)
+// and applies bias, residual and activation before the single store.
+//
+// Hopper (sm_90) and newer only (clusters); 16-bit storage only (bf16/fp16 tensor cores);
+// in_features a multiple of 8 (16-byte loads). Which configuration runs a given GEMM is
+// chosen by timing at load (DeviceState::Tune).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/kernels.h"
+#include "plan/plan.h"
+
+namespace ltserve::gpu {
+
+// Rows (the batch bucket; tokens for an encoder) up to which the kernel is offered.
+constexpr std::int64_t kSkinnyGemmMaxRows = 128;
+
+// One compiled shape of the kernel and the cluster it is launched with. A block is 4 warps;
+// each warp owns `row_tiles` × 16 rows of W (outputs), all warps of a block share one K chunk
+// of 32 × `unroll` at a time, and the `cluster` blocks of a cluster take every cluster-th chunk
+// (the split-K) before reducing their partial sums through distributed shared memory. A
+// cluster computes `m_tile` rows of X (grid z covers more).
+struct SkinnyGemmConfig {
+  std::uint8_t m_tile = 8;     // 8, 16, 32 or 64
+  std::uint8_t row_tiles = 1;  // 1 or 2
+  std::uint8_t unroll = 4;     // 4 or 8 (8 only with row_tiles 1 and m_tile up to 32)
+  std::uint8_t cluster = 1;    // 1, 2, 4 or 8 blocks splitting K
+
+  // For the load log, e.g. "split-K 4 x 64 rows x 128 K, 16-row X tiles".
+  std::string Describe() const;
+  // Written out: the .cu files that include this header compile as C++17.
+  friend bool operator==(const SkinnyGemmConfig& a, const SkinnyGemmConfig& b) {
+    return a.m_tile == b.m_tile && a.row_tiles == b.row_tiles && a.unroll == b.unroll &&
+           a.cluster == b.cluster;
+  }
+};
+
+// Whether the kernel can run a Linear of this type and shape on a device of compute
+// capability `sm_major`.
+bool SkinnyGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int64_t in_features);
+
+// The configurations worth timing for one shape: the smallest m_tile holding the rows (64 for
+// more), every compiled (row_tiles, unroll) and every cluster size up to the number of K chunks.
+std::vector<SkinnyGemmConfig> SkinnyGemmCandidates(std::int64_t rows, std::int64_t out_features,
+                                                   std::int64_t in_features);
+
+// Enqueues y = act(x·wᵀ + bias + residual) on `stream`; `bias` and `residual` may be null.
+// Returns cudaErrorInvalidValue for a configuration or shape the kernel does not take, else
+// the launch's error. `programmatic`: launched to overlap the kernel before it, its first
+// weight loads issued before waiting for that kernel (programmatic dependent launch).
+cudaError_t LaunchSkinnyGemm(const SkinnyGemmConfig& config, const void* x, const void* w,
+                             const void* bias, const void* residual, void* y, std::int64_t rows,
+                             std::int64_t out_features, std::int64_t in_features,
+                             plan::Activation act, ElemType type, bool programmatic,
+                             cudaStream_t stream);
+
+}  // namespace ltserve::gpu
