@@ -21,6 +21,7 @@
 #include "gpu/gpu_factory.h"
 #include "gpu_forward_timer.h"
 #include "option_ab.h"
+#include "skinny_gemm_table.h"
 
 namespace {
 
@@ -221,6 +222,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     failures += BenchModel("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt", max_batch, peak, copy);
     failures += BenchModel("FFN 4096-16384-4096 GELU(tanh)", dir + "/ffn.pt", max_batch, peak, copy);
+    failures += PrintSkinnyGemmTable(copy);
     failures += BenchOwnKernelsAndLaunch("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
     return failures == 0 ? 0 : 1;
   } catch (const std::exception& error) {

@@ -361,7 +361,10 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
   for (const GemmKernel& challenger : challengers) {
     Result<float> ms = TimeColdOnStream([&] { return RunOwnKernel(challenger, step, rows); },
                                         flush_, stream());
-    if (!ms.ok()) continue;
+    if (!ms.ok()) {
+      if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
+      continue;
+    }
     const bool wins = best.kind == GemmKernel::Kind::kCublasLt && !replace
                           ? ClearlyFaster(ms.value(), best_ms)
                           : ms.value() < best_ms;
@@ -441,6 +444,10 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
                                                             : " (" + options.algo_cache_file + ")"));
   }
   for (std::string& note : OwnKernelNotes(*model, tuning)) tuning.notes.push_back(std::move(note));
+  if (!state->own_kernel_failure_.empty()) {
+    tuning.notes.push_back("an own GEMM kernel failed to run and was left out (first failure: " +
+                           state->own_kernel_failure_ + ")");
+  }
   if (!options.algo_cache_file.empty() && cache.size() != cached_before) {
     LTSERVE_RETURN_IF_ERROR(cache.Save(options.algo_cache_file));
   }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -90,6 +91,7 @@ class DeviceState {
   bool programmatic_ = false;
   int sm_major_ = 0;     // the device's compute capability
   DeviceBuffer flush_;   // Tune's state only: overwritten to empty the L2 between timed runs
+  std::string own_kernel_failure_;  // Tune's state only: why an own kernel first failed to run
 };
 
 }  // namespace ltserve::gpu
