@@ -56,6 +56,7 @@ int PrintSkinnyGemmTable(double copy_tbps) {
     return Fail("buffers", flush.status());
   }
   cudaStream_t s = stream.value().get();
+  cudaMemsetAsync(flush.value().data(), 0, flush.value().bytes(), s);
   LaunchFillRandom(w.value().data(), ElemType::kBf16, w.value().bytes() / 2, 1, s);
   LaunchFillRandom(x.value().data(), ElemType::kBf16, x.value().bytes() / 2, 2, s);
   LaunchFillRandom(bias.value().data(), ElemType::kBf16, bias.value().bytes() / 2, 3, s);

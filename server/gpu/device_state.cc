@@ -71,6 +71,7 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   int major = 0;
   LTSERVE_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options.gpu_device));
+  state->sm_major_ = major;
   state->programmatic_ = options.programmatic_launch && major >= 9;
   LTSERVE_ASSIGN_OR_RETURN(state->stream_, CreateStream());
   LTSERVE_ASSIGN_OR_RETURN(state->handle_, CreateLtHandle());
@@ -346,6 +347,7 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
     LTSERVE_ASSIGN_OR_RETURN(
         flush_, DeviceBuffer::Create(2 * static_cast<std::size_t>(std::max(l2_bytes, 1 << 20)),
                                      "L2 flush while timing GEMM kernels"));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_.data(), 0, flush_.bytes(), stream()));
   }
   GemmKernel best = cublaslt;
   float best_ms = std::numeric_limits<float>::infinity();

@@ -169,7 +169,7 @@ Result<float> TimeColdOnStream(const std::function<Status()>& run, const DeviceB
     marks.push_back(std::move(mark));
   }
   for (int i = 0; i < kColdTimedRuns; ++i) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush.data(), i, flush.bytes(), stream));
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchReadAll(flush.data(), flush.bytes(), stream));
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[2 * i].get(), stream));
     LTSERVE_RETURN_IF_ERROR(run());
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[2 * i + 1].get(), stream));

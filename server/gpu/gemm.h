@@ -81,7 +81,7 @@ class Gemm {
 // error of the first failing run otherwise.
 Result<float> TimeOnStream(const std::function<Status()>& run, cudaStream_t stream);
 // Median milliseconds of one `run` with the L2 cache emptied before each: `flush` (at least
-// twice the L2's size) is overwritten before every timed run. Inside a forward pass a layer's
+// twice the L2's size) is read before every timed run, leaving the L2 full of clean lines. Inside a forward pass a layer's
 // weights are not in L2 (the layers before evicted them), and a kernel that streams its
 // weights once would time faster than it runs if timed back to back on weights left in L2.
 Result<float> TimeColdOnStream(const std::function<Status()>& run, const DeviceBuffer& flush,

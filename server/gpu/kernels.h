@@ -26,6 +26,11 @@ cudaError_t LaunchConvert(const void* src, ElemType src_type, void* dst, ElemTyp
 cudaError_t LaunchFillRandom(void* data, ElemType type, std::size_t count, std::uint32_t seed,
                              cudaStream_t stream);
 
+// Reads all `bytes` of `data` (16-byte aligned), so that the L2 holds them, clean, and nothing
+// it held before: timing a kernel after it gives its time with its inputs in device memory,
+// without paying to write back dirty lines another kernel left (as after a memset).
+cudaError_t LaunchReadAll(void* data, std::size_t bytes, cudaStream_t stream);
+
 // out[r, c] = act(in[r, c] + bias[c] + residual[r, c]), math in fp32. `bias` and `residual`
 // may be null; `in` may equal `out`. All tensors (bias too) have element type `type`.
 cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residual, void* out,

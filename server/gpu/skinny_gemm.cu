@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "gpu/kernels_device.cuh"
 #include "gpu/skinny_gemm.h"
@@ -39,7 +40,8 @@ constexpr int kStep = 32;   // K per pair of mmas (two m16n8k16)
 // 128, so the 8 threads of a quarter-warp (rows g, g + 1 at 4 offsets each) read 8 distinct
 // 16-byte bank groups.
 constexpr int kPad = 32;
-constexpr int kMaxCluster = 8;  // the portable cluster size
+constexpr int kPortableCluster = 8;  // larger clusters need the kernel's opt-in
+constexpr int kMaxCluster = 16;
 
 template <int kMTile, int kRowTiles, int kUnroll>
 struct Shape {
@@ -85,8 +87,11 @@ __global__ void __launch_bounds__(kThreads)
   const int chunks = (k_total + S::kChunk - 1) / S::kChunk;
   const auto* x16 = reinterpret_cast<const std::uint16_t*>(x);
 
+  // This chunk's W and the next one's: the next chunk's loads are in flight while this one's
+  // mmas run, so a block pays DRAM latency once, not once per chunk.
   uint4 wr[kRowTiles][2][kUnroll];
-  const auto load_w = [&](int chunk) {
+  uint4 wr_next[kRowTiles][2][kUnroll];
+  const auto load_w = [&](uint4 (&dst)[kRowTiles][2][kUnroll], int chunk) {
 #pragma unroll
     for (int r = 0; r < kRowTiles; ++r) {
 #pragma unroll
@@ -96,9 +101,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int k = chunk * S::kChunk + u * kStep + t * kVector;
-          wr[r][h][u] = n < n_total && k < k_total
-                            ? __ldg(reinterpret_cast<const uint4*>(row + k))
-                            : uint4{0u, 0u, 0u, 0u};
+          dst[r][h][u] = n < n_total && k < k_total
+                             ? __ldg(reinterpret_cast<const uint4*>(row + k))
+                             : uint4{0u, 0u, 0u, 0u};
         }
       }
     }
@@ -127,7 +132,7 @@ __global__ void __launch_bounds__(kThreads)
   // W is not the kernel before's output: under a programmatic launch its first chunk is in
   // flight while that kernel drains. X is, so it is staged only after the wait.
   int chunk = rank;
-  if (chunk < chunks) load_w(chunk);
+  if (chunk < chunks) load_w(wr, chunk);
   WaitForPriorKernel();
   AllowDependentLaunch();
   int buffer = 0;
@@ -135,6 +140,7 @@ __global__ void __launch_bounds__(kThreads)
   for (; chunk < chunks; chunk += splits) {
     const int next = chunk + splits;
     if (next < chunks) {
+      load_w(wr_next, next);
       stage_x(next, buffer ^ 1);  // in flight during this chunk's mmas
       WaitCopies<1>();
     } else {
@@ -158,9 +164,18 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    if (next < chunks) load_w(next);
     __syncthreads();  // every warp is done with this buffer before it is staged again
     buffer ^= 1;
+    if (next < chunks) {
+#pragma unroll
+      for (int r = 0; r < kRowTiles; ++r) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) wr[r][h][u] = wr_next[r][h][u];
+        }
+      }
+    }
   }
 
   // Accumulator element e of tile (r, i) is Yᵀ[row g (+8 for e >= 2)][column 2t (+1 for odd e)].
@@ -203,6 +218,22 @@ cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* b
                         std::int64_t k, plan::Activation act, bool programmatic,
                         cudaStream_t stream) {
   using S = Shape<kMTile, kRowTiles, kUnroll>;
+  const auto kernel = SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll>;
+  if (cluster > kPortableCluster) {
+    // Per device, once: the first launch on a device is at load (timing), never under capture.
+    static std::atomic<std::uint64_t> opted_in{0};
+    int device = 0;
+    if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
+    const std::uint64_t bit = std::uint64_t{1} << (device % 64);
+    if ((opted_in.load() & bit) == 0) {
+      if (const cudaError_t error =
+              cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+          error != cudaSuccess) {
+        return error;
+      }
+      opted_in.fetch_or(bit);
+    }
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>((n + S::kBlockRows - 1) / S::kBlockRows),
                         static_cast<unsigned>(cluster),
@@ -218,8 +249,7 @@ cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* b
   attributes[1].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attributes;
   config.numAttrs = programmatic ? 2 : 1;
-  return cudaLaunchKernelEx(&config, SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll>,
-                            static_cast<const T*>(x), static_cast<const T*>(w),
+  return cudaLaunchKernelEx(&config, kernel, static_cast<const T*>(x), static_cast<const T*>(w),
                             static_cast<const T*>(bias), static_cast<const T*>(residual),
                             static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(n),
                             static_cast<int>(k), act);

@@ -34,7 +34,7 @@ struct SkinnyGemmConfig {
   std::uint8_t m_tile = 8;     // 8, 16, 32 or 64
   std::uint8_t row_tiles = 1;  // 1 or 2
   std::uint8_t unroll = 4;     // 4 or 8 (8 only with row_tiles 1 and m_tile up to 32)
-  std::uint8_t cluster = 1;    // 1, 2, 4 or 8 blocks splitting K
+  std::uint8_t cluster = 1;    // 1, 2, 4, 8 or 16 blocks splitting K (16: a non-portable size)
 
   // For the load log, e.g. "split-K 4 x 64 rows x 128 K, 16-row X tiles".
   std::string Describe() const;
