@@ -28,12 +28,17 @@ export PATH=$D/usr/bin:$PATH
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 PREFIX="$TORCH_PREFIX;$D/usr"
 
+# GPU_ONLY_BUILD=0 leaves the executor's own build out (a run that only serves needs none of it).
+if [[ ${GPU_ONLY_BUILD:-1} == 1 ]]; then
 echo "== GPU executor build"
 {
   cmake -S scripts/gpu-only -B build-gpu-only -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_CUDA_ARCHITECTURES=90 &&
   cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
+else
+  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0
+fi
 
 if [[ ${RUN_GPU_TESTS:-1} == 1 ]]; then
   echo "== GPU tests (${SECONDS} s)"
@@ -54,7 +59,9 @@ if [[ ${RUN_SANITIZER:-1} == 1 ]]; then
   done
 fi
 
-python3 bench/export_bench_models.py build-gpu-only/bench_models > "$OUT/export.log" 2>&1 || status=1
+mkdir -p build-gpu-only
+[[ -f build-gpu-only/bench_models/mlp.pt ]] ||
+  python3 bench/export_bench_models.py build-gpu-only/bench_models > "$OUT/export.log" 2>&1 || status=1
 if [[ ${RUN_BENCH:-1} == 1 ]]; then
   echo "== benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models ${BENCH_MAX_BATCH:-8192} \
@@ -122,20 +129,22 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     >> "$OUT/pip.log" 2>&1
   if [[ $build_status == 0 && ${RUN_SERVED_TESTS:-1} == 1 ]]; then
     if [[ ${RUN_ENCODER_TESTS:-1} == 1 ]]; then
-    echo "== encoder tests served on the GPU (tests/python/test_encoder.py, KIND_GPU, fp32)"
+    echo "== encoder tests served on the GPU (tests/python/test_encoder.py, KIND_GPU, fp32) (${SECONDS} s)"
     LTSERVE_TEST_DEVICE=gpu LTSERVE_BUILD_DIR=$ROOT/build-device \
       python3 -m pytest -q -p no:cacheprovider tests/python/test_encoder.py > "$OUT/served_tests.log" 2>&1 ||
       status=1
     tail -5 "$OUT/served_tests.log"
-    echo "== Hugging Face encoders served on the GPU (tests/python/test_hf_encoders.py, fp32 and bf16)"
-    for precision in fp32 bf16; do
+    fi
+    if [[ -n ${HF_PRECISIONS-fp32 bf16} ]]; then
+    echo "== Hugging Face encoders served on the GPU (tests/python/test_hf_encoders.py: ${HF_PRECISIONS-fp32 bf16}) (${SECONDS} s)"
+    for precision in ${HF_PRECISIONS-fp32 bf16}; do
       LTSERVE_TEST_DEVICE=gpu LTSERVE_TEST_PRECISION=$precision LTSERVE_BUILD_DIR=$ROOT/build-device \
         python3 -m pytest -q -p no:cacheprovider tests/python/test_hf_encoders.py \
         > "$OUT/served_hf_$precision.log" 2>&1 || status=1
       tail -3 "$OUT/served_hf_$precision.log"
     done
     fi
-    echo "== CUDA shared memory (tests/python/test_shared_memory.py -k cuda)"
+    echo "== CUDA shared memory (tests/python/test_shared_memory.py -k cuda) (${SECONDS} s)"
     # tritonclient's cuda_shared_memory needs cuda-python (cuda.cudart) and tritonclient[grpc];
     # without them (no wheels in .whl/) the test skips and says which is missing.
     LTSERVE_BUILD_DIR=$ROOT/build-device \
@@ -145,7 +154,9 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     # Triton's server#5841 (GPU memory creeping over reloads): 100 load/unload cycles of a
     # KIND_GPU model with ltserve_gpu_memory_used_bytes flat. It needs tritonclient, which the
     # image lacks: carry its wheel (tritonclient, of the image's grpcio) in .whl/ with the others.
-    if python3 -c "import tritonclient.grpc" 2> /dev/null; then
+    if [[ ${RUN_RELOAD_MEMORY:-1} != 1 ]]; then
+      echo "== GPU memory over reloads: left out (RUN_RELOAD_MEMORY=0)"
+    elif python3 -c "import tritonclient.grpc" 2> /dev/null; then
       echo "== GPU memory over 100 load/unload cycles"
       LTSERVE_BUILD_DIR=$ROOT/build-device python3 -m pytest -q -p no:cacheprovider \
         tests/python/test_triton_model_control.py -k gpu_memory > "$OUT/reload_memory.log" 2>&1 ||
@@ -162,7 +173,7 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     cat "$OUT/hf_bench.md"
   fi
   if [[ $build_status == 0 && ${RUN_SERVED:-1} == 1 ]]; then
-    echo "== served benchmark"
+    echo "== served benchmark (${SECONDS} s)"
     bench/serving/served_gpu_bench.sh build-device build-gpu-only/bench_models "$OUT" || status=1
   fi
   if [[ $build_status == 0 && ${RUN_SERVED_ENCODER:-1} == 1 ]]; then
