@@ -6,11 +6,21 @@
 # machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# CI's budget is shared by every step below: each prints what it took, so that what a change
+# adds can be read off a run.
+step_start=$SECONDS
+took() {
+  echo "test.sh: $1 took $((SECONDS - step_start)) s (total $SECONDS s)"
+  step_start=$SECONDS
+}
 ./scripts/setup.sh
+took "set-up"
 ./scripts/build.sh
+took "build"
 export LTSERVE_BUILD_DIR=${BUILD_DIR:-build}
 status=0
 ctest --test-dir "$LTSERVE_BUILD_DIR" --output-on-failure --timeout 600 || status=1
+took "ctest"
 # ctest lists skipped tests without their output: say here why the GPU tests skipped, if they did.
 gpu_tests=$LTSERVE_BUILD_DIR/tests/gpu/test_gpu_executor
 if [[ -x $gpu_tests ]]; then
@@ -25,12 +35,14 @@ fi
   --ignore=tests/python/test_shared_memory.py || status=1
 .venv/bin/python -m pytest tests/python/test_triton_*.py tests/python/test_shared_memory.py -ra -q ||
   status=1
+took "pytest"
 # A short fuzz run of every libFuzzer target (60 s each; FUZZ_SECONDS) from the seed corpus:
 # about 7 minutes of CI with its clang build (bench/RESULTS.md, "Fuzzing").
 if [[ ${LTSERVE_FUZZ_TEST:-1} == 0 ]]; then
   echo "SKIP: fuzz targets not run (LTSERVE_FUZZ_TEST=0)"
 else
   ./scripts/fuzz.sh || status=1
+  took "fuzz"
 fi
 # The whole GoogleTest suite again under ThreadSanitizer, in build-tsan/: a second build (about
 # 15 minutes on two cores) and 3 minutes of tests (bench/RESULTS.md, "Sanitizers"). TSan, not
@@ -41,11 +53,13 @@ if [[ ${LTSERVE_SANITIZER_TEST:-1} == 0 ]]; then
   echo "SKIP: ThreadSanitizer suite not run (LTSERVE_SANITIZER_TEST=0)"
 else
   ./scripts/sanitize.sh tsan || status=1
+  took "TSan"
 fi
 # The container images, built and checked for real (podman, or docker where its daemon runs).
 if [[ ${LTSERVE_CONTAINER_TEST:-1} == 0 ]]; then
   echo "SKIP: container images not built or checked (LTSERVE_CONTAINER_TEST=0)"
 else
   ./scripts/container-test.sh || status=1
+  took "container images"
 fi
 exit $status
