@@ -563,11 +563,6 @@ int main(int argc, char** argv) {
                         kSeq) != 0) {
         return 1;
       }
-      if (PrintOptionAB("BERT-base layers, bf16, seq 128", L2PrefetchAB(), p, spec,
-                        tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
-                        kSeq) != 0) {
-        return 1;
-      }
     }
     PrintTokenIds(*timer.value(), *p, max_batch);
     PrintStepBreakdown(*timer.value(), max_batch);

@@ -193,8 +193,6 @@ int BenchOwnKernelsAndLaunch(const std::string& name, const std::string& path) {
                                std::nullopt, pdl_batches, 0);
   failures += PrintOptionAB(name + ", FP32 in and out", SkinnyGemmAB(), plan, spec, std::nullopt,
                             skinny_batches, 0);
-  failures += PrintOptionAB(name + ", FP32 in and out", L2PrefetchAB(), plan, spec, std::nullopt,
-                            skinny_batches, 0);
   return failures;
 }
 

@@ -38,6 +38,5 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
 // The two A/Bs the benchmarks print.
 OptionAB ProgrammaticLaunchAB();
 OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
-OptionAB L2PrefetchAB();
 
 }  // namespace ltserve_bench

@@ -76,9 +76,6 @@ class DeviceState {
                                   const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
                                   int* from_cache);
   void* Value(plan::ValueId id) const { return values_[static_cast<std::size_t>(id)].data(); }
-  // Enqueues, on the prefetch stream and after everything enqueued on the main one so far, the
-  // L2 prefetch of GEMM step `step`'s weights and bias; `fork` picks the event that orders it.
-  Status PrefetchWeights(std::size_t step, std::size_t fork);
 
   std::shared_ptr<const GpuModel> model_;
   Stream stream_;
@@ -93,15 +90,6 @@ class DeviceState {
   // LayerNorm and attention by programmatic dependent launch: the option, on sm_90 or newer.
   bool programmatic_ = false;
   int sm_major_ = 0;     // the device's compute capability
-  // l2_prefetch (Hopper and newer, a model with GEMMs): the stream beside stream_ that fetches
-  // the next GEMM's weights into the L2, an event per fork (the first GEMM's at the start, then
-  // one per GEMM step) and the join back into stream_; how much of a layer to fetch (half the L2:
-  // the layer running beside it needs the rest); each step's next GEMM step (or the end).
-  Stream prefetch_stream_;
-  std::vector<Event> prefetch_forks_;
-  Event prefetch_join_;
-  std::size_t prefetch_limit_bytes_ = 0;
-  std::vector<std::size_t> next_gemm_;
   DeviceBuffer flush_;   // Tune's state only: overwritten to empty the L2 between timed runs
   std::string own_kernel_failure_;  // Tune's state only: why an own kernel first failed to run
 };

@@ -48,23 +48,6 @@ __global__ void ReadAllKernel(const uint4* data, std::int64_t count, unsigned* s
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-// Asks the L2 to fetch [data, data + bytes) from device memory, 64 KB per bulk prefetch, without
-// waiting for it or holding anything in registers or shared memory (sm_90; nothing before).
-__global__ void L2PrefetchKernel(const char* data, std::uint64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr std::uint64_t kPiece = std::uint64_t{1} << 16;
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x * kPiece;
-  for (std::uint64_t offset = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPiece;
-       offset < bytes; offset += stride) {
-    const auto size = static_cast<std::uint32_t>(bytes - offset < kPiece ? bytes - offset : kPiece) & ~15u;
-    if (size > 0) {
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(data + offset), "r"(size)
-                   : "memory");
-    }
-  }
-#endif
-}
-
 template <typename T>
 __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T* out,
                                 std::int64_t rows, std::int64_t width, plan::Activation act) {
@@ -334,12 +317,6 @@ cudaError_t LaunchFillRandom(void* data, ElemType type, std::size_t count, std::
                                                           seed);
       break;
   }
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchL2Prefetch(const void* data, std::size_t bytes, cudaStream_t stream) {
-  if (bytes < 16) return cudaSuccess;
-  L2PrefetchKernel<<<1, 128, 0, stream>>>(static_cast<const char*>(data), bytes);
   return cudaGetLastError();
 }
 

@@ -26,11 +26,6 @@ cudaError_t LaunchConvert(const void* src, ElemType src_type, void* dst, ElemTyp
 cudaError_t LaunchFillRandom(void* data, ElemType type, std::size_t count, std::uint32_t seed,
                              cudaStream_t stream);
 
-// Starts fetching `bytes` of `data` (16-byte aligned) into the L2, returning at once; one small
-// block issues bulk prefetches (sm_90 and newer; a no-op before). For the next layer's weights,
-// on a stream beside the one computing (DeviceState::Forward).
-cudaError_t LaunchL2Prefetch(const void* data, std::size_t bytes, cudaStream_t stream);
-
 // Reads all `bytes` of `data` (16-byte aligned), so that the L2 holds them, clean, and nothing
 // it held before: timing a kernel after it gives its time with its inputs in device memory,
 // without paying to write back dirty lines another kernel left (as after a memset).

@@ -41,9 +41,6 @@ struct ModelOptions {
   // Hopper and newer: the executor's own kernels (LayerNorm, attention) are launched to start
   // while the kernel before them drains (programmatic dependent launch).
   bool programmatic_launch = true;
-  // Hopper and newer: while one GEMM runs, the next one's weights are fetched into the L2 from
-  // a stream beside it (a branch of the captured graph), so that GEMM finds them there.
-  bool l2_prefetch = true;
   // GPU path: a request that can start at once on an idle instance runs on the thread that
   // received it instead of waking the instance's worker (SchedulerOptions::run_on_caller_when_idle).
   bool run_on_receiving_thread = true;

@@ -37,7 +37,6 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"algo_cache_file", "cache/../algos.txt"},
                                         {"cuda_graphs", "false"},
                                         {"programmatic_launch", "false"},
-                                        {"l2_prefetch", "false"},
                                         {"run_on_receiving_thread", "false"},
                                         {"execution_path", "torchscript"},
                                         {"max_sequence_length", "77"},
@@ -56,7 +55,6 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
   EXPECT_FALSE(options->cuda_graphs);
   EXPECT_FALSE(options->programmatic_launch);
-  EXPECT_FALSE(options->l2_prefetch);
   EXPECT_FALSE(options->run_on_receiving_thread);
   EXPECT_EQ(options->execution_path, PathChoice::kTorchScript);
   EXPECT_EQ(options->max_sequence_length, 77);
