@@ -36,16 +36,19 @@ fi
 .venv/bin/python -m pytest tests/python/test_triton_*.py tests/python/test_shared_memory.py -ra -q ||
   status=1
 took "pytest"
-# A short fuzz run of every libFuzzer target (60 s each; FUZZ_SECONDS) from the seed corpus:
-# about 7 minutes of CI with its clang build (bench/RESULTS.md, "Fuzzing").
+# A short fuzz run of every libFuzzer target (60 s each; FUZZ_SECONDS) from the seed corpus, as
+# many at a time as there are cores: about 7 minutes of CI with its clang build (9 when they ran
+# one at a time; bench/RESULTS.md, "Fuzzing").
 if [[ ${LTSERVE_FUZZ_TEST:-1} == 0 ]]; then
   echo "SKIP: fuzz targets not run (LTSERVE_FUZZ_TEST=0)"
 else
   ./scripts/fuzz.sh || status=1
   took "fuzz"
 fi
-# The whole GoogleTest suite again under ThreadSanitizer, in build-tsan/: a second build (about
-# 15 minutes on two cores) and 3 minutes of tests (bench/RESULTS.md, "Sanitizers"). TSan, not
+# The GoogleTest suites again under ThreadSanitizer, in build-tsan/, all but the
+# single-threaded numerics of tests/cpu and tests/torch (scripts/sanitize.sh says why): a second
+# build (8 minutes on two cores) and 1 minute of tests, against 10 and 4.5 with those suites
+# (bench/RESULTS.md, "CI's time"). TSan, not
 # ASan, because it fits CI's time: ASan's run of the same suite takes 46 minutes (libtorch under
 # its slow unwinder), and the fuzz run above is ASan-instrumented already. `scripts/sanitize.sh
 # asan` runs the other one by hand.
