@@ -58,7 +58,7 @@ struct Shape {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // Component i of a 16-byte vector: the pair of 16-bit values at slots 2i, 2i + 1.
-__device__ __forceinline__ std::uint32_t Half(const uint4& v, int i) {
+__device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 #endif
@@ -157,9 +157,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < 2; ++j) {
 #pragma unroll
           for (int r = 0; r < kRowTiles; ++r) {
-            const std::uint32_t a[4] = {Half(wr[r][0][u], 2 * j), Half(wr[r][1][u], 2 * j),
-                                        Half(wr[r][0][u], 2 * j + 1), Half(wr[r][1][u], 2 * j + 1)};
-            Mma<T>::Run(acc[r][i], a, Half(xv, 2 * j), Half(xv, 2 * j + 1));
+            const std::uint32_t a[4] = {SlotPair(wr[r][0][u], 2 * j), SlotPair(wr[r][1][u], 2 * j),
+                                        SlotPair(wr[r][0][u], 2 * j + 1), SlotPair(wr[r][1][u], 2 * j + 1)};
+            Mma<T>::Run(acc[r][i], a, SlotPair(xv, 2 * j), SlotPair(xv, 2 * j + 1));
           }
         }
       }
