@@ -39,6 +39,22 @@ kill -TERM $SERVER
 wait $SERVER
 echo "server exit $?"
 
+# Where a lone request's microseconds go: the same server, every request traced (Triton's
+# TIMESTAMPS), concurrency 1 on the unbatched and the batched model, summarised per step.
+if [[ ${RUN_TRACE:-1} == 1 ]]; then
+  for variant in unbatched batched; do
+    TRACE=$REPO/trace_$variant.json
+    start_ltserve "$BUILD" "$REPO" "$OUT/traced-server.log" --trace-config level=TIMESTAMPS \
+      --trace-config rate=1 --trace-config "triton,file=$TRACE" || break
+    echo "== traced mlp_$variant, concurrency 1 (every request traced)"
+    "$BUILD/client/bench/ltserve-bench" -u "$ADDR" -m "mlp_$variant" --concurrency 1 \
+      --warmup-ms 500 --window-ms 1500 --max-windows 2 -q
+    kill -TERM $SERVER
+    wait $SERVER
+    python3 "$(dirname "$0")/../profile/trace_summary.py" --skip 200 "$TRACE" | grep -A20 "mlp_$variant"
+  done
+fi
+
 # The transport's own ceiling: the same client against a server that answers at once.
 if [[ -x $BUILD/bench/serving/bare_grpc_server ]]; then
   BARE_LOG=$OUT/bare-server.log

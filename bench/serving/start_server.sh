@@ -1,11 +1,12 @@
-# Sourced by the served benchmarks: start_ltserve BUILD_DIR REPOSITORY LOG starts ltserve on a
-# free loopback gRPC port in the background and waits for it, setting SERVER (its pid) and ADDR
+# Sourced by the served benchmarks: start_ltserve BUILD_DIR REPOSITORY LOG [FLAG...] starts
+# ltserve (with any further flags) on a free loopback gRPC port in the background and waits for it, setting SERVER (its pid) and ADDR
 # (host:port). Returns 1, after printing the log and stopping the server, when it does not
 # become ready.
 start_ltserve() {
   local build=$1 repo=$2 log=$3
+  shift 3
   "$build/server/app/ltserve" --model-repository "$repo" --host 127.0.0.1 --grpc-port 0 \
-    --http-port -1 > "$log" 2>&1 &
+    --http-port -1 "$@" > "$log" 2>&1 &
   SERVER=$!
   for _ in $(seq 1 600); do
     grep -q "ltserve ready=" "$log" && break

@@ -99,6 +99,8 @@ struct Flags {
   std::string model_control_mode = "none";
   std::vector<std::string> load_models;
   double repository_poll_secs = 15;
+  // Triton's request tracing, "<setting>=<value>" or "triton,<setting>=<value>" each.
+  std::vector<std::string> trace_config;
 };
 
 // The gRPC health service's two names: "" (the whole server) and the inference service.
@@ -332,6 +334,19 @@ void AddTlsOptions(CLI::App& app, const std::string& protocol, const std::string
                      " must chain to (mutual TLS)");
 }
 
+ltserve::Result<std::unique_ptr<ltserve::Tracer>> MakeTracer(const Flags& flags) {
+  LTSERVE_ASSIGN_OR_RETURN(ltserve::TraceSettings settings,
+                           ltserve::ParseTraceConfig(flags.trace_config));
+  if (settings.timestamps) {
+    spdlog::info("tracing one request in {} (count {}) to {}{}", settings.rate, settings.count,
+                 settings.file.string(),
+                 settings.log_frequency > 0
+                     ? fmt::format(".<n>, {} traces a file", settings.log_frequency)
+                     : std::string(" at shutdown"));
+  }
+  return ltserve::Tracer::Create(std::move(settings));
+}
+
 int Run(const Flags& flags) {
   // Signals are taken synchronously by sigwait below; block them before any thread starts so
   // that no gRPC or worker thread receives them instead.
@@ -356,8 +371,11 @@ int Run(const Flags& flags) {
   auto authorizer = GrpcAuthorizer(flags, metrics->get());
   auto http_authorizer = HttpAuthorizer(flags, metrics->get());
   auto http_options = HttpOptions(flags);
+  // Made before the service and the repository: requests still finishing hand it their traces.
+  auto tracer = MakeTracer(flags);
   for (const ltserve::Status& status : {credentials.status(), authorizer.status(),
-                                        http_authorizer.status(), http_options.status()}) {
+                                        http_authorizer.status(), http_options.status(),
+                                        tracer.status()}) {
     if (!status.ok()) {
       spdlog::critical("{}", status.message());
       return 2;
@@ -366,6 +384,7 @@ int Run(const Flags& flags) {
   ltserve::InferenceServiceOptions service_options;
   service_options.max_response_bytes = static_cast<std::size_t>(flags.grpc_max_send_bytes);
   service_options.authorizer = *authorizer;
+  service_options.tracer = tracer->get();
   ltserve::InferenceService service(&lifecycle, LTSERVE_VERSION, std::move(service_options));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -590,6 +609,10 @@ int main(int argc, char** argv) {
   app.add_option("--load-model", flags.load_models,
                  "With --model-control-mode explicit: a model to load at start (repeatable; "
                  "'*' loads every model)");
+  app.add_option("--trace-config", flags.trace_config,
+                 "Triton's request tracing, repeatable: level=TIMESTAMPS|OFF, rate=<n> (one "
+                 "request in n, default 1000), count=<n> (-1: no end), "
+                 "triton,file=<path>, triton,log-frequency=<n> (0: write at shutdown)");
   app.add_option("--repository-poll-secs", flags.repository_poll_secs,
                  "With --model-control-mode poll: seconds between rescans of the repository")
       ->capture_default_str()->check(CLI::PositiveNumber);

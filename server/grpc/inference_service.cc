@@ -83,13 +83,17 @@ class InferReactor final : public grpc::ServerUnaryReactor {
         return;
       }
       MoveInferResponseToBytes(response, response_bytes_);
+      if (RequestTrace* trace = pending_->trace()) trace->RecordNow(TraceActivity::kGrpcSendStart);
       Finish(grpc::Status::OK);
     });
   }
 
   void OnCancel() override { pending_->Cancel(); }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (RequestTrace* trace = pending_->trace()) trace->RecordNow(TraceActivity::kGrpcSendEnd);
+    delete this;
+  }
 
  private:
   const std::shared_ptr<PendingInference> pending_;
@@ -585,7 +589,8 @@ Status InferenceService::ServeLogSettings(const inference::LogSettingsRequest& r
 
 Result<std::shared_ptr<PendingInference>> InferenceService::PrepareInfer(
     std::unique_ptr<inference::ModelInferRequest> message,
-    std::chrono::steady_clock::time_point arrival) {
+    std::chrono::steady_clock::time_point arrival, TraceActivity received) {
+  const auto parsed = std::chrono::steady_clock::now();
   auto repository = Repository();
   if (!repository.ok()) return repository.status();
   auto found = (*repository)->Find(message->model_name(), message->model_version());
@@ -604,8 +609,17 @@ Result<std::shared_ptr<PendingInference>> InferenceService::PrepareInfer(
   }
   spdlog::debug("ModelInfer '{}' version {} id '{}': batch {}", message->model_name(),
                 model->version_string(), message->id(), (*decoded)->request->batch_size);
+  std::unique_ptr<RequestTrace> trace;
+  if (options_.tracer != nullptr) {
+    trace = options_.tracer->Sample(model->spec().name, model->version_string(), message->id());
+    if (trace != nullptr) {
+      trace->Record(received, arrival);
+      trace->Record(TraceActivity::kRequestStart, parsed);
+    }
+  }
   return PendingInference::Create(std::move(model), std::move(message), std::move(decoded).value(),
-                                  options_.max_response_bytes, arrival);
+                                  options_.max_response_bytes, arrival,
+                                  {std::move(trace), options_.tracer});
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,

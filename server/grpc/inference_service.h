@@ -43,6 +43,8 @@ struct InferenceServiceOptions {
   // call is answered UNAUTHENTICATED. grpc.health.v1 is a separate service and stays open to
   // probes. Shared: the server's signal handling reloads it while calls are checked.
   std::shared_ptr<const CallAuthorizer> authorizer;
+  // Samples requests for --trace-config; null traces nothing. Outlives the service.
+  Tracer* tracer = nullptr;
 };
 
 // Every method takes its raw message and parses it itself: gRPC answers a message it cannot
@@ -181,10 +183,12 @@ class InferenceService final : public RawInferenceService {
                                   ControlDone done);
 
   // Looks the model up and decodes and checks the request against it (a refusal is counted in
-  // the model's statistics, as one by the scheduler is); the caller then Starts it.
+  // the model's statistics, as one by the scheduler is); the caller then Starts it. A sampled
+  // request's trace gets `received` (the front end's own activity) at `arrival`.
   Result<std::shared_ptr<PendingInference>> PrepareInfer(
       std::unique_ptr<inference::ModelInferRequest> message,
-      std::chrono::steady_clock::time_point arrival);
+      std::chrono::steady_clock::time_point arrival,
+      TraceActivity received = TraceActivity::kGrpcWaitReadEnd);
 
   // When the last call reached the service (the epoch when none has): shutdown waits for
   // clients to stop sending before it closes their connections.

@@ -10,18 +10,24 @@ namespace ltserve {
 std::shared_ptr<PendingInference> PendingInference::Create(
     std::shared_ptr<Model> model, std::unique_ptr<inference::ModelInferRequest> message,
     std::unique_ptr<DecodedRequest> decoded, std::size_t max_response_bytes,
-    std::chrono::steady_clock::time_point arrival) {
-  return std::shared_ptr<PendingInference>(new PendingInference(
-      std::move(model), std::move(message), std::move(decoded), max_response_bytes, arrival));
+    std::chrono::steady_clock::time_point arrival, Tracing tracing) {
+  return std::shared_ptr<PendingInference>(
+      new PendingInference(std::move(model), std::move(message), std::move(decoded),
+                           max_response_bytes, arrival, std::move(tracing)));
 }
 
 PendingInference::PendingInference(std::shared_ptr<Model> model,
                                    std::unique_ptr<inference::ModelInferRequest> message,
                                    std::unique_ptr<DecodedRequest> decoded,
                                    std::size_t max_response_bytes,
-                                   std::chrono::steady_clock::time_point arrival)
+                                   std::chrono::steady_clock::time_point arrival,
+                                   Tracing tracing)
     : model_(std::move(model)), message_(std::move(message)), decoded_(std::move(decoded)),
-      max_response_bytes_(max_response_bytes), arrival_(arrival) {}
+      max_response_bytes_(max_response_bytes), arrival_(arrival), tracing_(std::move(tracing)) {}
+
+PendingInference::~PendingInference() {
+  if (tracing_.tracer != nullptr) tracing_.tracer->Finish(std::move(tracing_.trace));
+}
 
 void PendingInference::Start(std::chrono::steady_clock::time_point deadline, Caller caller,
                              Done done) {
@@ -31,6 +37,7 @@ void PendingInference::Start(std::chrono::steady_clock::time_point deadline, Cal
   request->deadline = deadline;
   // Converted typed contents must live as long as the scheduler holds the request.
   request->keep_alive = std::make_shared<std::vector<std::string>>(std::move(decoded_->converted));
+  request->trace = tracing_.trace.get();
   // The scheduler holds this object through the callback until it has answered.
   request->on_complete = [self = shared_from_this()](const Status& status,
                                                      std::span<const OutputSlice> outputs) {
@@ -74,6 +81,7 @@ void PendingInference::Complete(const Status& status, std::span<const OutputSlic
     return;
   }
   Result<inference::ModelInferResponse> response = BuildResponse(outputs);
+  if (RequestTrace* trace = tracing_.trace.get()) trace->RecordNow(TraceActivity::kRequestEnd);
   if (!response.ok()) {
     done(response.status(), nullptr);
     return;

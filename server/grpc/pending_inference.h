@@ -22,6 +22,7 @@
 #include "grpc/request_decoder.h"
 #include "grpc_service.pb.h"
 #include "repository/model_repository.h"
+#include "trace/tracer.h"
 
 namespace ltserve {
 
@@ -31,11 +32,19 @@ class PendingInference : public std::enable_shared_from_this<PendingInference> {
   // with nullptr otherwise.
   using Done = std::function<void(const Status& status, inference::ModelInferResponse* response)>;
 
+  // A sampled request's trace, handed to its tracer when this object goes (after the front end's
+  // last stamp).
+  struct Tracing {
+    std::unique_ptr<RequestTrace> trace;
+    Tracer* tracer = nullptr;
+  };
+
   // `decoded` points into `message`, which this object keeps until the request completes.
   static std::shared_ptr<PendingInference> Create(
       std::shared_ptr<Model> model, std::unique_ptr<inference::ModelInferRequest> message,
       std::unique_ptr<DecodedRequest> decoded, std::size_t max_response_bytes,
-      std::chrono::steady_clock::time_point arrival);
+      std::chrono::steady_clock::time_point arrival, Tracing tracing);
+  ~PendingInference();
 
   // Whether Start may run the request on the calling thread (Scheduler::ClaimedRun). A stream
   // must not: its next request is read only after Start returns, so running there would
@@ -56,6 +65,10 @@ class PendingInference : public std::enable_shared_from_this<PendingInference> {
   // The model (and version) the request was prepared for.
   const Model& model() const { return *model_; }
 
+  // Null unless the request was sampled for tracing. The front end stamps its send activities
+  // here; the scheduler and Complete stamp theirs.
+  RequestTrace* trace() const { return tracing_.trace.get(); }
+
   PendingInference(const PendingInference&) = delete;
   PendingInference& operator=(const PendingInference&) = delete;
 
@@ -63,7 +76,7 @@ class PendingInference : public std::enable_shared_from_this<PendingInference> {
   PendingInference(std::shared_ptr<Model> model,
                    std::unique_ptr<inference::ModelInferRequest> message,
                    std::unique_ptr<DecodedRequest> decoded, std::size_t max_response_bytes,
-                   std::chrono::steady_clock::time_point arrival);
+                   std::chrono::steady_clock::time_point arrival, Tracing tracing);
 
   void Complete(const Status& status, std::span<const OutputSlice> outputs);
   Result<inference::ModelInferResponse> BuildResponse(std::span<const OutputSlice> outputs) const;
@@ -73,6 +86,7 @@ class PendingInference : public std::enable_shared_from_this<PendingInference> {
   std::unique_ptr<DecodedRequest> decoded_;  // its request moves to the scheduler in Start
   const std::size_t max_response_bytes_;
   const std::chrono::steady_clock::time_point arrival_;
+  Tracing tracing_;
   Done done_;
   std::atomic<std::uint64_t> request_id_{0};
   std::atomic<bool> cancelled_{false};

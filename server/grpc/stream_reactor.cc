@@ -108,14 +108,17 @@ void StreamInferReactor::Accept(const std::shared_ptr<Slot>& slot,
   if (cancelled) pending->Cancel();  // Start then drops it from the queue at once
   // `done` holds the slot, not the reactor's ownership: the reactor outlives it because the
   // call finishes only after every started request's `done` (in_scheduler_).
+  // The trace lives as long as `pending`, which runs this callback.
   pending->Start(deadline_, PendingInference::Caller::kHandsOff,
-                 [this, slot](const Status& status, inference::ModelInferResponse* response) {
+                 [this, slot, trace = pending->trace()](const Status& status,
+                                                        inference::ModelInferResponse* response) {
     if (!status.ok()) {
       Answer(slot, status, {}, /*from_scheduler=*/true);
       return;
     }
     grpc::ByteBuffer bytes;
     MoveStreamInferResponseToBytes(response, &bytes);
+    if (trace != nullptr) trace->RecordNow(TraceActivity::kGrpcSendStart);
     Answer(slot, Status::Ok(), std::move(bytes), /*from_scheduler=*/true);
   });
 }

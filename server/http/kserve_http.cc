@@ -268,7 +268,8 @@ HttpReply KServeHttp::Infer(const HttpRequest& request, const std::string& model
   auto parsed = ReadInferRequest(request, *header_length, model, version);
   if (!parsed.ok()) return ErrorReply(parsed.status());
   HttpInferRequest http_request = std::move(parsed).value();
-  auto pending = service_->PrepareInfer(std::move(http_request.message), arrival);
+  auto pending =
+      service_->PrepareInfer(std::move(http_request.message), arrival, TraceActivity::kHttpRecvEnd);
   if (!pending.ok()) return ErrorReply(pending.status());
 
   auto completion = std::make_shared<Completion>();
@@ -288,6 +289,7 @@ HttpReply KServeHttp::Infer(const HttpRequest& request, const std::string& model
   // Encoded here rather than in `done`, so that the scheduler's thread is not held by it.
   auto written = WriteInferResponse(completion->response, http_request);
   if (!written.ok()) return ErrorReply(written.status());
+  if (RequestTrace* trace = (*pending)->trace()) trace->RecordNow(TraceActivity::kHttpSendStart);
 
   HttpReply reply;
   reply.body = std::move(written->body);

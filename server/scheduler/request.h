@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trace/request_trace.h"
 
 namespace ltserve {
 
@@ -62,6 +63,9 @@ struct InferenceRequest {
   std::vector<DeviceTensor> device_outputs;
   std::shared_ptr<const void> keep_alive;
   CompletionFn on_complete;
+  // Set for a sampled request (--trace-config): the scheduler stamps its queue and compute
+  // times. Owned by the request's maker, which keeps it until on_complete has run.
+  RequestTrace* trace = nullptr;
 };
 
 }  // namespace ltserve

@@ -168,6 +168,9 @@ struct Scheduler::Impl {
     entry.id = next_id++;
     entry.level = level;
     entry.enqueued = Clock::now();
+    if (request->trace != nullptr) {
+      request->trace->Record(TraceActivity::kQueueStart, entry.enqueued);
+    }
     entry.expiry = ExpiryFor(*request, policy);
     entry.request = std::move(request);
     if (entry.expiry != TimePoint::max()) {
@@ -355,6 +358,7 @@ struct Scheduler::Impl {
       samples += entry.request->batch_size;
     }
     ExecuteTimings timings;
+    const TimePoint compute_start = Clock::now();
     Status status = Execute(worker, &timings);
     Result<std::vector<std::vector<OutputSlice>>> slices = status;
     if (status.ok() && options.tokens && options.tokens->pooled) {
@@ -376,6 +380,9 @@ struct Scheduler::Impl {
     const TimePoint done = Clock::now();
     std::size_t index = 0;
     for (Queued& entry : batch) {
+      if (entry.request->trace != nullptr) {
+        StampCompute(*entry.request->trace, compute_start, timings);
+      }
       stats->RecordSuccess(NanosBetween(entry.request->arrival, done),
                            NanosBetween(entry.enqueued, start), timings,
                            entry.request->batch_size);
@@ -384,6 +391,19 @@ struct Scheduler::Impl {
     const std::size_t answered = batch.size();
     batch.clear();
     Release(answered);
+  }
+
+  // The executor reports durations, not times: the compute phases are laid end to end from the
+  // start of staging, so slicing the outputs falls between COMPUTE_END and REQUEST_END.
+  static void StampCompute(RequestTrace& trace, TimePoint compute_start,
+                           const ExecuteTimings& timings) {
+    const TimePoint input_end = compute_start + std::chrono::nanoseconds(timings.input_ns);
+    const TimePoint output_start = input_end + std::chrono::nanoseconds(timings.infer_ns);
+    trace.Record(TraceActivity::kComputeStart, compute_start);
+    trace.Record(TraceActivity::kComputeInputEnd, input_end);
+    trace.Record(TraceActivity::kComputeOutputStart, output_start);
+    trace.Record(TraceActivity::kComputeEnd,
+                 output_start + std::chrono::nanoseconds(timings.output_ns));
   }
 
   // Stages the inputs (counted as input time) and runs the batch. Executor failures become
