@@ -54,7 +54,8 @@ if [[ ${RUN_SANITIZER:-1} == 1 ]]; then
   echo "== compute-sanitizer on the split-K kernel (${SECONDS} s)"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 3 ./build-gpu-only/tests/gpu/test_gpu_executor \
-      --gtest_filter='SkinnyGemm.RerunsAreBitEqual' > "$OUT/sanitizer_$tool.log" 2>&1 || status=1
+      --gtest_filter="${SANITIZER_FILTER:-SkinnyGemm.RerunsAreBitEqual}" \
+      > "$OUT/sanitizer_$tool.log" 2>&1 || status=1
     tail -2 "$OUT/sanitizer_$tool.log"
   done
 fi

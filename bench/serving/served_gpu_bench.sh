@@ -3,13 +3,14 @@
 # served by ltserve over gRPC on loopback, measured with ltserve-bench at concurrency
 # 1..256, with dynamic batching on and off, and off once more with every request handed to the
 # instance's worker thread (run_on_receiving_thread false: the A/B of running a lone request
-# on the thread that received it). The raw executor's numbers to compare with come from
+# on the thread that received it), and off with the copies outside the graphs (copies_in_graph
+# false: the A/B of one launch a request). The raw executor's numbers to compare with come from
 # ltserve_gpu_bench in the same GPU run (bench.md).
 # Usage: bench/serving/served_gpu_bench.sh BUILD_DIR MODELS_DIR OUT_DIR
 set -uo pipefail
 BUILD=$1 MODELS=$2 OUT=$3
 REPO=$(mktemp -d)
-VARIANTS="batched unbatched handoff"
+VARIANTS="batched unbatched handoff separate"
 for variant in $VARIANTS; do
   dir=$REPO/mlp_$variant
   mkdir -p "$dir/1"
@@ -25,6 +26,8 @@ for variant in $VARIANTS; do
     [[ $variant == batched ]] && echo 'dynamic_batching { max_queue_delay_microseconds: 100 }'
     [[ $variant == handoff ]] &&
       echo 'parameters { key: "run_on_receiving_thread" value { string_value: "false" } }'
+    [[ $variant == separate ]] &&
+      echo 'parameters { key: "copies_in_graph" value { string_value: "false" } }'
   } > "$dir/config.pbtxt"
 done
 
@@ -40,9 +43,10 @@ wait $SERVER
 echo "server exit $?"
 
 # Where a lone request's microseconds go: the same server, every request traced (Triton's
-# TIMESTAMPS), concurrency 1 on the unbatched and the batched model, summarised per step.
+# TIMESTAMPS), concurrency 1 on the unbatched model with and without copies in the graphs,
+# summarised per step.
 if [[ ${RUN_TRACE:-1} == 1 ]]; then
-  for variant in unbatched batched; do
+  for variant in ${TRACE_VARIANTS:-unbatched separate}; do
     TRACE=$REPO/trace_$variant.json
     start_ltserve "$BUILD" "$REPO" "$OUT/traced-server.log" --trace-config level=TIMESTAMPS \
       --trace-config rate=1 --trace-config "triton,file=$TRACE" || break

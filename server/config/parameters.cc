@@ -129,6 +129,7 @@ const std::vector<KnownParameter>& Known() {
        }},
       Boolean("cuda_graphs", &ModelOptions::cuda_graphs),
       Boolean("programmatic_launch", &ModelOptions::programmatic_launch),
+      Boolean("copies_in_graph", &ModelOptions::copies_in_graph),
       Boolean("run_on_receiving_thread", &ModelOptions::run_on_receiving_thread),
       Choice<PathChoice>("execution_path", "auto, plan or torchscript",
                          {{"auto", PathChoice::kAuto}, {"plan", PathChoice::kPlan},

@@ -32,4 +32,71 @@ Status BucketGraphs::Launch(DeviceState& state, std::size_t bucket) const {
   return Status::Ok();
 }
 
+namespace {
+
+// One bucket's staged request, enqueued on the (capturing) stream.
+Status EnqueueStaged(DeviceState& state, std::size_t bucket, std::size_t rows,
+                     const StagedCopies& copies) {
+  cudaStream_t stream = state.stream();
+  // External records: the events stay ordinary timing events that the host waits on and
+  // reads, recorded by the graph's own nodes.
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      cudaEventRecordWithFlags(copies.events[0], stream, cudaEventRecordExternal));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state.input_device(), copies.host_input,
+                                               rows * copies.input_row_bytes,
+                                               cudaMemcpyHostToDevice, stream));
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      cudaEventRecordWithFlags(copies.events[1], stream, cudaEventRecordExternal));
+  LTSERVE_RETURN_IF_ERROR(state.Forward(bucket));
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      cudaEventRecordWithFlags(copies.events[2], stream, cudaEventRecordExternal));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copies.host_output, state.output_device(),
+                                               rows * copies.output_row_bytes,
+                                               cudaMemcpyDeviceToHost, stream));
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      cudaEventRecordWithFlags(copies.events[3], stream, cudaEventRecordExternal));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<StagedGraphs> StagedGraphs::Capture(DeviceState& state,
+                                           std::span<const std::int64_t> bucket_rows,
+                                           const StagedCopies& copies) {
+  cudaStream_t stream = state.stream();
+  StagedGraphs staged;
+  staged.graphs_.resize(bucket_rows.size());
+  for (std::size_t b = 0; b < bucket_rows.size(); ++b) {
+    const auto rows = static_cast<std::size_t>(bucket_rows[b]);
+    const std::size_t in_bytes = rows * copies.input_row_bytes;
+    const std::size_t out_bytes = rows * copies.output_row_bytes;
+    if (in_bytes + out_bytes > copies.max_bytes || in_bytes > copies.input_capacity_bytes ||
+        out_bytes > copies.output_capacity_bytes) {
+      continue;
+    }
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const Status enqueued = EnqueueStaged(state, b, rows, copies);
+    cudaGraph_t raw = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream, &raw);
+    Graph graph(raw);
+    LTSERVE_RETURN_IF_ERROR(enqueued);
+    if (end != cudaSuccess) return CudaError(end, "cudaStreamEndCapture", __FILE__, __LINE__);
+    cudaGraphExec_t exec = nullptr;
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0));
+    staged.graphs_[b].reset(exec);
+  }
+  return staged;
+}
+
+std::size_t StagedGraphs::count() const {
+  std::size_t n = 0;
+  for (const GraphExec& graph : graphs_) n += graph != nullptr;
+  return n;
+}
+
+Status StagedGraphs::Launch(DeviceState& state, std::size_t bucket) const {
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[bucket].get(), state.stream()));
+  return Status::Ok();
+}
+
 }  // namespace ltserve::gpu

@@ -5,7 +5,9 @@
 // Thread-safety: used by the one thread that drives its DeviceState.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "common/status.h"
@@ -25,6 +27,45 @@ class BucketGraphs {
 
  private:
   std::vector<GraphExec> graphs_;  // [bucket]; empty when graphs are off
+};
+
+// Where a row plan's staged graphs copy from and to, and the events that time their parts.
+struct StagedCopies {
+  const void* host_input = nullptr;  // pinned; row r at r * input_row_bytes
+  void* host_output = nullptr;       // pinned, output_capacity_bytes long
+  std::size_t input_row_bytes = 0;
+  std::size_t output_row_bytes = 0;
+  std::size_t input_capacity_bytes = 0;
+  std::size_t output_capacity_bytes = 0;
+  // Buckets whose rows in and out add up to more are left out: copying a whole bucket's rows
+  // for fewer real ones then costs more than the launches it saves.
+  std::size_t max_bytes = 0;
+  // Recorded before the copy in, before the forward pass, after it, after the copy out.
+  std::array<cudaEvent_t, 4> events{};
+};
+
+// A row plan's whole request for small buckets in one graph: the bucket's rows of host staging
+// copied in, the forward pass, its output rows copied back, with timing events between them.
+// Replayed as one launch, it replaces copy, launch, copy: three host calls, and the GPU idle
+// between them while each call reaches it. Rows past the batch's own are copied and computed
+// too; rows are independent in a row plan, so they reach no real row's output.
+//
+// Thread-safety: used by the one thread that drives its DeviceState.
+class StagedGraphs {
+ public:
+  // `bucket_rows`: each bucket's row count. Fails if a capture fails (the caller then copies
+  // around the plain graphs).
+  static Result<StagedGraphs> Capture(DeviceState& state, std::span<const std::int64_t> bucket_rows,
+                                      const StagedCopies& copies);
+
+  bool Has(std::size_t bucket) const { return bucket < graphs_.size() && graphs_[bucket]; }
+  // How many buckets have one.
+  std::size_t count() const;
+  // Enqueues bucket's staged graph; Has(bucket) must hold.
+  Status Launch(DeviceState& state, std::size_t bucket) const;
+
+ private:
+  std::vector<GraphExec> graphs_;  // [bucket]; null where the bucket has none
 };
 
 }  // namespace ltserve::gpu

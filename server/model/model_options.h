@@ -41,6 +41,9 @@ struct ModelOptions {
   // Hopper and newer: the executor's own kernels (LayerNorm, attention) are launched to start
   // while the kernel before them drains (programmatic dependent launch).
   bool programmatic_launch = true;
+  // GPU path, row plans with graphs: small buckets copy their rows in and out inside the
+  // bucket's graph, so a request is one launch (gpu/bucket_graphs.h, StagedGraphs).
+  bool copies_in_graph = true;
   // GPU path: a request that can start at once on an idle instance runs on the thread that
   // received it instead of waking the instance's worker (SchedulerOptions::run_on_caller_when_idle).
   bool run_on_receiving_thread = true;

@@ -360,6 +360,7 @@ struct Scheduler::Impl {
     ExecuteTimings timings;
     const TimePoint compute_start = Clock::now();
     Status status = Execute(worker, &timings);
+    const TimePoint executed = Clock::now();
     Result<std::vector<std::vector<OutputSlice>>> slices = status;
     if (status.ok() && options.tokens && options.tokens->pooled) {
       // One output row per sequence: sliced as rows, the padding never reached them.
@@ -381,7 +382,7 @@ struct Scheduler::Impl {
     std::size_t index = 0;
     for (Queued& entry : batch) {
       if (entry.request->trace != nullptr) {
-        StampCompute(*entry.request->trace, compute_start, timings);
+        StampCompute(*entry.request->trace, compute_start, executed, timings);
       }
       stats->RecordSuccess(NanosBetween(entry.request->arrival, done),
                            NanosBetween(entry.enqueued, start), timings,
@@ -393,17 +394,19 @@ struct Scheduler::Impl {
     Release(answered);
   }
 
-  // The executor reports durations, not times: the compute phases are laid end to end from the
-  // start of staging, so slicing the outputs falls between COMPUTE_END and REQUEST_END.
-  static void StampCompute(RequestTrace& trace, TimePoint compute_start,
+  // Start and end are the host's clock around Execute. The executor reports its phases as
+  // durations (a GPU's, from its events), laid end to end from the start: what the host spends
+  // around them (calls reaching the GPU, waking from the wait) shows in the last phase.
+  static void StampCompute(RequestTrace& trace, TimePoint compute_start, TimePoint executed,
                            const ExecuteTimings& timings) {
-    const TimePoint input_end = compute_start + std::chrono::nanoseconds(timings.input_ns);
-    const TimePoint output_start = input_end + std::chrono::nanoseconds(timings.infer_ns);
+    const TimePoint input_end =
+        std::min(executed, compute_start + std::chrono::nanoseconds(timings.input_ns));
+    const TimePoint output_start =
+        std::min(executed, input_end + std::chrono::nanoseconds(timings.infer_ns));
     trace.Record(TraceActivity::kComputeStart, compute_start);
     trace.Record(TraceActivity::kComputeInputEnd, input_end);
     trace.Record(TraceActivity::kComputeOutputStart, output_start);
-    trace.Record(TraceActivity::kComputeEnd,
-                 output_start + std::chrono::nanoseconds(timings.output_ns));
+    trace.Record(TraceActivity::kComputeEnd, executed);
   }
 
   // Stages the inputs (counted as input time) and runs the batch. Executor failures become

@@ -354,6 +354,73 @@ TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   }
 }
 
+// copies_in_graph: a small bucket's copies in and out run inside its graph (one launch a
+// batch). The same kernels (one cache file) give the same bits either way, at every batch size
+// on both sides of the largest staged bucket; the staged graph's events still time the three
+// phases; and rows past a batch's own, which the staged graph copies in and computes, never
+// reach its outputs, not even rows of NaN left in staging by an earlier, fuller batch.
+TEST(GpuExecutor, CopiesInsideTheGraphGiveTheBitsOfSeparateCopies) {
+  SKIP_WITHOUT_GPU();
+  // FP32 rows of 1001 in and 1003 out are 8,016 bytes: buckets of up to 32 rows fit the
+  // executor's 256 KiB bound for staged copies, 64 and more do not.
+  Builder b;
+  const auto in = b.Value(1001);
+  const auto hidden = b.Linear(in, 1003, true, Activation::kRelu);
+  const auto out = b.Linear(hidden, 1003, true, Activation::kNone, hidden);
+  b.plan->SetInput(in, plan::InputKind::kRows);
+  b.plan->SetOutput(out);
+  std::shared_ptr<const plan::Plan> plan = b.plan;
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                      ("ltserve_algo_cache_" + std::to_string(Rng()()));
+  std::unique_ptr<ExecutorInstance> instances[2];
+  for (int staged = 0; staged < 2; ++staged) {
+    ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+    spec.options = testing::Options({{"precision", "bf16"},
+                                     {"copies_in_graph", staged == 1 ? "true" : "false"}});
+    spec.options.algo_cache_file = cache.string();
+    auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+    ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+    const std::string describe = factory.value()->Describe();
+    EXPECT_EQ(describe.find("copies inside the graphs up to 32 rows") != std::string::npos,
+              staged == 1)
+        << describe;
+    auto instance = factory.value()->CreateInstance(0);
+    ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+    instances[staged] = std::move(instance).value();
+  }
+  std::filesystem::remove(cache);
+  ExecutorInstance& staged = *instances[1];
+
+  // A full bucket of NaN rows first (8 rows: bucket 8), then fewer rows in the same bucket.
+  auto buffer = staged.InputBuffer(0, 8 * plan->input_width() * sizeof(float));
+  ASSERT_TRUE(buffer.ok());
+  testing::WriteInput(buffer.value(), std::vector<float>(8 * plan->input_width(), std::nanf("")),
+                      DataType::kFp32);
+  BatchShape full;
+  full.batch_size = 8;
+  ASSERT_TRUE(staged.Execute(full, nullptr).ok());
+
+  const auto quantize = [](float v) { return RoundTo(v, "bf16"); };
+  for (std::int64_t rows : {5, 1, 3, 8, 13, 32, 33, 64, 127, kMaxBatch}) {
+    std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+    for (float& v : input) v = quantize(v);
+    const auto in_graph = RunPoisoned(staged, *plan, input, rows, DataType::kFp32);
+    const auto separate = RunPoisoned(*instances[0], *plan, input, rows, DataType::kFp32);
+    ASSERT_EQ(in_graph.size(), separate.size());
+    EXPECT_EQ(std::memcmp(in_graph.data(), separate.data(), in_graph.size() * sizeof(float)), 0)
+        << "rows " << rows;
+    const std::vector<double> ref = testing::ReferenceForward(*plan, input, rows, quantize);
+    EXPECT_LE(RelativeError(in_graph, ref), kTolBf16) << "rows " << rows;
+    ExecuteTimings timings;
+    BatchShape shape;
+    shape.batch_size = rows;
+    ASSERT_TRUE(staged.Execute(shape, &timings).ok());
+    EXPECT_GT(timings.input_ns, 0u) << "rows " << rows;
+    EXPECT_GT(timings.infer_ns, 0u) << "rows " << rows;
+    EXPECT_GT(timings.output_ns, 0u) << "rows " << rows;
+  }
+}
+
 TEST(GpuExecutor, TwoInstancesOnTwoThreadsGiveTheResultsOfOne) {
   SKIP_WITHOUT_GPU();
   auto plan = AlignedPlan();
