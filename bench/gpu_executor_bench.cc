@@ -2,7 +2,9 @@
 // libtorch eager, libtorch replayed from a CUDA graph, and the hardware floor from a matmul
 // peak and a copy bandwidth measured in this same run. Prints one markdown table.
 //
-// Usage: ltserve_gpu_bench MODEL_DIR [max_batch]   (MODEL_DIR from bench/export_bench_models.py)
+// Usage: ltserve_gpu_bench MODEL_DIR [max_batch [copies]]   (MODEL_DIR from
+// bench/export_bench_models.py; `copies`: only the copies_in_graph A/B and a lone Execute's
+// anatomy)
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -216,15 +218,25 @@ int BenchCopiesInGraph(const std::string& name, const std::string& path) {
                                   ("ltserve_bench_copies_" + std::to_string(::getpid())))
                                      .string();
   std::unique_ptr<ltserve::ExecutorInstance> instances[2];
+  std::unique_ptr<GpuForwardTimer> timer;
   for (int in_graph = 0; in_graph < 2; ++in_graph) {
     spec.options.copies_in_graph = in_graph == 1;
-    auto factory = ltserve::CreateGpuExecutorFactory(plan, spec, std::nullopt);
-    if (!factory.ok()) {
-      std::fprintf(stderr, "%s: %s\n", name.c_str(), factory.status().ToString().c_str());
+    auto model = ltserve::gpu::LoadGpuModel(plan, spec, std::nullopt);
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), model.status().ToString().c_str());
       return 1;
     }
-    if (in_graph == 1) std::fprintf(stderr, "%s\n", factory.value()->Describe().c_str());
-    auto instance = factory.value()->CreateInstance(0);
+    auto factory = ltserve::gpu::CreateGpuFactory(model.value());
+    if (in_graph == 1) {
+      std::fprintf(stderr, "%s\n", factory->Describe().c_str());
+      auto created = GpuForwardTimer::Create(model.value());
+      if (!created.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name.c_str(), created.status().ToString().c_str());
+        return 1;
+      }
+      timer = std::move(created).value();
+    }
+    auto instance = factory->CreateInstance(0);
     if (!instance.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), instance.status().ToString().c_str());
       return 1;
@@ -235,8 +247,10 @@ int BenchCopiesInGraph(const std::string& name, const std::string& path) {
   std::printf("\n%s, FP32 in and out: Execute end to end (median µs of alternating rounds), "
               "copies outside the graph against inside it (copies_in_graph)\n\n",
               name.c_str());
-  std::printf("| batch | separate copies µs | copies in the graph µs | in graph / separate |\n");
-  std::printf("|---:|---:|---:|---:|\n");
+  std::printf("| batch | separate copies µs | copies in the graph µs | in graph / separate | "
+              "in graph, no phase timings µs | graph launch + wait µs | graph back to back µs | "
+              "event round trip µs |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (std::int64_t batch : {1, 2, 4, 8, 16, 32, 64}) {
     std::vector<double> rounds[2];
     for (int r = 0; r < kRounds; ++r) {
@@ -255,8 +269,20 @@ int BenchCopiesInGraph(const std::string& name, const std::string& path) {
     }
     const double separate = Median(rounds[0]);
     const double in_graph = Median(rounds[1]);
-    std::printf("| %ld | %.1f | %.1f | %.3f |\n", static_cast<long>(batch), separate, in_graph,
-                in_graph / separate);
+    // Where a lone Execute's time goes beyond the forward pass: the same instance without its
+    // three event readings, the bare graph launched and waited for, the graph replayed back to
+    // back (device time), and the host's empty round trip to the GPU.
+    ltserve::BatchShape shape;
+    shape.batch_size = batch;
+    const double untimed =
+        MedianUs([&] { (void)instances[1]->Execute(shape, nullptr); }, Iterations(batch));
+    auto launch_wait = timer->TimeLaunchAndWait(batch, Iterations(batch));
+    auto back_to_back = timer->TimeForward(batch, Iterations(batch));
+    auto round_trip = timer->TimeRoundTrip(Iterations(batch));
+    if (!launch_wait.ok() || !back_to_back.ok() || !round_trip.ok()) return 1;
+    std::printf("| %ld | %.1f | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f |\n",
+                static_cast<long>(batch), separate, in_graph, in_graph / separate, untimed,
+                launch_wait.value(), back_to_back.value(), round_trip.value());
   }
   std::fflush(stdout);
   return 0;
@@ -276,6 +302,10 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   const std::int64_t max_batch = argc > 2 ? std::stoll(argv[2]) : 8192;
+  if (argc > 3 && std::string(argv[3]) == "copies") {
+    // Only the lone-request anatomy (the served benchmark's run prints it beside its tables).
+    return BenchCopiesInGraph("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
+  }
   try {
     const double peak = MeasurePeakTflops();
     const double copy = MeasureCopyTBps();

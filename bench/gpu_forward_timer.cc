@@ -1,5 +1,7 @@
 #include "gpu_forward_timer.h"
 
+#include <chrono>
+
 #include <iterator>
 #include <random>
 #include <type_traits>
@@ -42,6 +44,38 @@ Result<double> GpuForwardTimer::TimeForward(std::int64_t rows, int iterations,
   float ms = 0;
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
   return static_cast<double>(ms) * 1e3 / iterations;
+}
+
+Result<double> GpuForwardTimer::TimeLaunchAndWait(std::int64_t rows, int iterations) {
+  if (rows < 1 || rows > model_->options().capacity_rows || iterations < 1) {
+    return InvalidArgument("TimeLaunchAndWait: rows or iterations out of range");
+  }
+  const std::size_t bucket = model_->BucketFor(rows);
+  cudaStream_t stream = state_->stream();
+  LTSERVE_RETURN_IF_ERROR(graphs_.Launch(*state_, bucket));  // warm-up
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    LTSERVE_RETURN_IF_ERROR(graphs_.Launch(*state_, bucket));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  }
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+             .count() /
+         iterations;
+}
+
+Result<double> GpuForwardTimer::TimeRoundTrip(int iterations) {
+  if (iterations < 1) return InvalidArgument("TimeRoundTrip: iterations < 1");
+  cudaStream_t stream = state_->stream();
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_.get(), stream));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_.get()));
+  }
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+             .count() /
+         iterations;
 }
 
 Status GpuForwardTimer::FillTokenIds(std::int32_t bound, std::uint64_t seed) {

@@ -36,6 +36,12 @@ class GpuForwardTimer {
   // Mean µs of `iterations` back-to-back passes at `rows` rows (the bucket's graph; for a
   // pooled plan the bucket holding `sequences` too).
   ltserve::Result<double> TimeForward(std::int64_t rows, int iterations, std::int64_t sequences = 0);
+  // Mean µs of `iterations` single passes at `rows` rows, each launched and then waited for by
+  // the host (cudaStreamSynchronize): what one lone request's forward pass costs the host.
+  ltserve::Result<double> TimeLaunchAndWait(std::int64_t rows, int iterations);
+  // Mean µs of an event recorded on the idle stream and waited for: the host's bare round trip
+  // to the GPU and back.
+  ltserve::Result<double> TimeRoundTrip(int iterations);
   // The same for a token model over sequences of `lengths` tokens, packed.
   ltserve::Result<double> TimeTokenForward(std::span<const std::int32_t> lengths, int iterations);
   // A token-id plan: fills the device's token inputs (ids, positions, types) with values uniform

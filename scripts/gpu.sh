@@ -176,6 +176,8 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
   if [[ $build_status == 0 && ${RUN_SERVED:-1} == 1 ]]; then
     echo "== served benchmark (${SECONDS} s)"
     bench/serving/served_gpu_bench.sh build-device build-gpu-only/bench_models "$OUT" || status=1
+    echo "== a lone Execute, piece by piece (${SECONDS} s)"
+    ./build-device/bench/ltserve_gpu_bench build-gpu-only/bench_models 256 copies 2>&1 || status=1
   fi
   if [[ $build_status == 0 && ${RUN_SERVED_ENCODER:-1} == 1 ]]; then
     echo "== served encoder benchmark (mixed lengths 16..512)"
