@@ -99,7 +99,8 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
   {
     cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DLTSERVE_BUILD_TESTS=OFF &&
-    timeout "${FULL_BUILD_SECONDS:-420}" cmake --build build-device -j "$JOBS" --target ltserve ltserve-bench bare_grpc_server
+    timeout "${FULL_BUILD_SECONDS:-420}" cmake --build build-device -j "$JOBS" --target ltserve ltserve-bench bare_grpc_server \
+      $([[ ${RUN_SERVED:-1} == 1 ]] && echo ltserve_gpu_bench)
   } > "$OUT/build-all.log" 2>&1
   build_status=$?
   echo "server build exit $build_status (log: build-all.log)"
