@@ -35,24 +35,19 @@ Status BucketGraphs::Launch(DeviceState& state, std::size_t bucket) const {
 namespace {
 
 // One bucket's staged request, enqueued on the (capturing) stream.
-Status EnqueueStaged(DeviceState& state, std::size_t bucket, std::size_t rows,
-                     const StagedCopies& copies) {
+Status EnqueueStaged(DeviceState& state, std::size_t bucket, const StagedCopies& copies) {
   cudaStream_t stream = state.stream();
   // External records: the events stay ordinary timing events that the host waits on and
   // reads, recorded by the graph's own nodes.
   LTSERVE_CUDA_RETURN_IF_ERROR(
       cudaEventRecordWithFlags(copies.events[0], stream, cudaEventRecordExternal));
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state.input_device(), copies.host_input,
-                                               rows * copies.input_row_bytes,
-                                               cudaMemcpyHostToDevice, stream));
+  LTSERVE_RETURN_IF_ERROR(state.ConvertInputFrom(bucket, copies.host_input));
   LTSERVE_CUDA_RETURN_IF_ERROR(
       cudaEventRecordWithFlags(copies.events[1], stream, cudaEventRecordExternal));
-  LTSERVE_RETURN_IF_ERROR(state.Forward(bucket));
+  LTSERVE_RETURN_IF_ERROR(state.RunSteps(bucket));
   LTSERVE_CUDA_RETURN_IF_ERROR(
       cudaEventRecordWithFlags(copies.events[2], stream, cudaEventRecordExternal));
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copies.host_output, state.output_device(),
-                                               rows * copies.output_row_bytes,
-                                               cudaMemcpyDeviceToHost, stream));
+  LTSERVE_RETURN_IF_ERROR(state.ConvertOutputTo(bucket, copies.host_output));
   LTSERVE_CUDA_RETURN_IF_ERROR(
       cudaEventRecordWithFlags(copies.events[3], stream, cudaEventRecordExternal));
   return Status::Ok();
@@ -75,7 +70,7 @@ Result<StagedGraphs> StagedGraphs::Capture(DeviceState& state,
       continue;
     }
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const Status enqueued = EnqueueStaged(state, b, rows, copies);
+    const Status enqueued = EnqueueStaged(state, b, copies);
     cudaGraph_t raw = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream, &raw);
     Graph graph(raw);

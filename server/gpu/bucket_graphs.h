@@ -29,26 +29,32 @@ class BucketGraphs {
   std::vector<GraphExec> graphs_;  // [bucket]; empty when graphs are off
 };
 
-// Where a row plan's staged graphs copy from and to, and the events that time their parts.
+// Where a row plan's staged graphs read their input and write their output, and the events
+// that time their parts.
 struct StagedCopies {
-  const void* host_input = nullptr;  // pinned; row r at r * input_row_bytes
-  void* host_output = nullptr;       // pinned, output_capacity_bytes long
+  // Pinned host staging as the GPU addresses it (cudaHostGetDevicePointer); row r at
+  // r * input_row_bytes (output_row_bytes), in the model's input (output) dtype.
+  const void* host_input = nullptr;
+  void* host_output = nullptr;
   std::size_t input_row_bytes = 0;
   std::size_t output_row_bytes = 0;
   std::size_t input_capacity_bytes = 0;
   std::size_t output_capacity_bytes = 0;
-  // Buckets whose rows in and out add up to more are left out: copying a whole bucket's rows
-  // for fewer real ones then costs more than the launches it saves.
+  // Buckets whose rows in and out add up to more are left out: there the GPU reading and
+  // writing host memory a few bytes at a time over PCIe, and rows past the batch's own, would
+  // cost more than the launches saved.
   std::size_t max_bytes = 0;
-  // Recorded before the copy in, before the forward pass, after it, after the copy out.
+  // Recorded before the input conversion, before the steps, after them, after the output's.
   std::array<cudaEvent_t, 4> events{};
 };
 
-// A row plan's whole request for small buckets in one graph: the bucket's rows of host staging
-// copied in, the forward pass, its output rows copied back, with timing events between them.
-// Replayed as one launch, it replaces copy, launch, copy: three host calls, and the GPU idle
-// between them while each call reaches it. Rows past the batch's own are copied and computed
-// too; rows are independent in a row plan, so they reach no real row's output.
+// A row plan's whole request for small buckets in one graph: the bucket's rows converted
+// straight from pinned host staging into the plan's input, the steps, the output rows converted
+// straight into pinned host staging, with timing events between the three. No copy engine takes
+// part: a lone request is one launch and one wait, where copy, launch, copy were three host
+// calls and two DMA transfers, each a few µs of latency for a few KiB. Rows past the batch's own
+// are read and computed too; rows are independent in a row plan, so they reach no real row's
+// output.
 //
 // Thread-safety: used by the one thread that drives its DeviceState.
 class StagedGraphs {

@@ -209,16 +209,42 @@ Status DeviceState::SetSequences(std::span<const std::int32_t> lengths) {
 }
 
 Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_marks) {
+  if (input_io_.data() != nullptr) {
+    LTSERVE_RETURN_IF_ERROR(ConvertInputFrom(bucket, input_io_.data()));
+  }
+  LTSERVE_RETURN_IF_ERROR(RunSteps(bucket, step_marks));
+  if (output_io_.data() != nullptr) {
+    LTSERVE_RETURN_IF_ERROR(ConvertOutputTo(bucket, output_io_.data()));
+  }
+  return Status::Ok();
+}
+
+Status DeviceState::ConvertInputFrom(std::size_t bucket, const void* from) {
+  const GpuModelOptions& options = model_->options();
+  const plan::Plan& plan = model_->plan();
+  const std::int64_t rows = model_->buckets()[bucket];
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      LaunchConvert(from, options.input_type, Value(plan.input()),
+                    StorageType(options.precision),
+                    static_cast<std::size_t>(rows * plan.input_width()), programmatic_, stream()));
+  return Status::Ok();
+}
+
+Status DeviceState::ConvertOutputTo(std::size_t bucket, void* to) {
+  const GpuModelOptions& options = model_->options();
+  const plan::Plan& plan = model_->plan();
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      LaunchConvert(Value(plan.output()), StorageType(options.precision), to, options.output_type,
+                    static_cast<std::size_t>(model_->OutputRows(bucket) * plan.output_width()),
+                    programmatic_, stream()));
+  return Status::Ok();
+}
+
+Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_marks) {
   const GpuModelOptions& options = model_->options();
   const plan::Plan& plan = model_->plan();
   const ElemType storage = StorageType(options.precision);
   const std::int64_t rows = model_->buckets()[bucket];
-  if (input_io_.data() != nullptr) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(
-        LaunchConvert(input_io_.data(), options.input_type, Value(plan.input()), storage,
-                      static_cast<std::size_t>(rows * plan.input_width()), programmatic_,
-                      stream()));
-  }
   for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
     const std::int64_t step_rows = model_->StepRows(s, bucket);
@@ -257,12 +283,6 @@ Status DeviceState::Forward(std::size_t bucket, std::span<const Event> step_mark
     if (s < step_marks.size()) {
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
     }
-  }
-  if (output_io_.data() != nullptr) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(
-        LaunchConvert(Value(plan.output()), storage, output_io_.data(), options.output_type,
-                      static_cast<std::size_t>(model_->OutputRows(bucket) * plan.output_width()),
-                      programmatic_, stream()));
   }
   return Status::Ok();
 }

@@ -55,6 +55,17 @@ class DeviceState {
   // step_marks[s] on the stream right after step s.
   Status Forward(std::size_t bucket, std::span<const Event> step_marks = {});
 
+  // The forward pass in its three parts, for a row plan's graph that reads its input from and
+  // writes its output to pinned host memory itself (StagedGraphs): the bucket's input rows
+  // converted from `host_input` (the model's input dtype, a device address of pinned host
+  // memory) into the plan's input value; the steps; the output value's rows converted into
+  // `host_output`. The conversion kernels read and write over PCIe, so no copy engine takes
+  // part. Forward is ConvertInputFrom(input staging), RunSteps, ConvertOutputTo(output staging)
+  // where the dtypes differ.
+  Status ConvertInputFrom(std::size_t bucket, const void* host_input);
+  Status RunSteps(std::size_t bucket, std::span<const Event> step_marks = {});
+  Status ConvertOutputTo(std::size_t bucket, void* host_output);
+
   // Chooses every GEMM's algorithm of an untuned model on a state of its own, turning a layer
   // cuBLASLt cannot fuse into matmul + pointwise; uses and updates the model's algorithm cache
   // file. Returns the tuned model (GpuModel::WithTuning); `model` is left as it was.

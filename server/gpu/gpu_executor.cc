@@ -23,9 +23,9 @@ namespace ltserve {
 namespace gpu {
 namespace {
 
-// Copying a bucket's rows in and out costs about 5 µs more per 256 KiB over PCIe than copying
-// just the batch's; a launch saved with its GPU idle gap costs about as much. Past this, a
-// small batch in a large bucket would lose more than it saves.
+// The conversion kernels of a staged graph read and write host memory over PCIe, a whole
+// bucket's rows: fine for a few KiB, where two DMA transfers and their latency are what a lone
+// request would otherwise pay, not for a large bucket holding a small batch.
 constexpr std::size_t kStagedCopyMaxBytes = std::size_t{256} << 10;
 
 // Row plans with graphs stage their copies inside small buckets' graphs (copies_in_graph);
@@ -97,15 +97,21 @@ class GpuInstance final : public ExecutorInstance {
                                                    options.cuda_graphs));
     if (StagesInGraphs(*model)) {
       StagedCopies copies = StagedCopiesOf(*model);
-      copies.host_input = instance->pinned_input_.data();
-      copies.host_output = instance->pinned_output_.data();
+      void* host_input = nullptr;
+      void* host_output = nullptr;
+      LTSERVE_CUDA_RETURN_IF_ERROR(
+          cudaHostGetDevicePointer(&host_input, instance->pinned_input_.data(), 0));
+      LTSERVE_CUDA_RETURN_IF_ERROR(
+          cudaHostGetDevicePointer(&host_output, instance->pinned_output_.data(), 0));
+      copies.host_input = host_input;
+      copies.host_output = host_output;
       copies.input_capacity_bytes = instance->pinned_input_.bytes();
       copies.output_capacity_bytes = instance->pinned_output_.bytes();
       for (std::size_t i = 0; i < copies.events.size(); ++i) {
         copies.events[i] = instance->events_[i].get();
       }
-      // Rows past a batch's own are copied in and computed too: zeroed staging keeps them
-      // finite before the first batch has written them.
+      // Rows past a batch's own are read and computed too: zeroed staging keeps them finite
+      // before the first batch has written them.
       std::memset(instance->pinned_input_.data(), 0, instance->pinned_input_.bytes());
       auto staged = StagedGraphs::Capture(*instance->state_, model->buckets(), copies);
       if (!staged.ok()) {
@@ -162,7 +168,7 @@ class GpuInstance final : public ExecutorInstance {
                            ElemSize(options.output_type);
     cudaStream_t stream = state_->stream();
     if (StagedRun(shape, bucket)) {
-      // One launch: the copies, the forward pass and the four events are the bucket's graph.
+      // One launch: conversions from and to host staging, the steps, the four events.
       LTSERVE_RETURN_IF_ERROR(staged_.Launch(*state_, bucket));
       return Finish(output_rows, shape.batch_size, timings);
     }

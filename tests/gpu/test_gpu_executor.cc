@@ -357,7 +357,7 @@ TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
 // copies_in_graph: a small bucket's copies in and out run inside its graph (one launch a
 // batch). The same kernels (one cache file) give the same bits either way, at every batch size
 // on both sides of the largest staged bucket; the staged graph's events still time the three
-// phases; and rows past a batch's own, which the staged graph copies in and computes, never
+// phases; and rows past a batch's own, which the staged graph reads and computes, never
 // reach its outputs, not even rows of NaN left in staging by an earlier, fuller batch.
 TEST(GpuExecutor, CopiesInsideTheGraphGiveTheBitsOfSeparateCopies) {
   SKIP_WITHOUT_GPU();
