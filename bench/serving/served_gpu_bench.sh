@@ -7,10 +7,12 @@
 # false: the A/B of one launch a request). The raw executor's numbers to compare with come from
 # ltserve_gpu_bench in the same GPU run (bench.md).
 # Usage: bench/serving/served_gpu_bench.sh BUILD_DIR MODELS_DIR OUT_DIR
+#   (VARIANTS, LEVELS, RUN_TRACE and TRACE_VARIANTS narrow a run; every variant by default)
 set -uo pipefail
 BUILD=$1 MODELS=$2 OUT=$3
 REPO=$(mktemp -d)
-VARIANTS="batched unbatched handoff separate"
+VARIANTS=${VARIANTS:-batched unbatched handoff separate}
+LEVELS=${LEVELS:-1,4,16,64,256}
 for variant in $VARIANTS; do
   dir=$REPO/mlp_$variant
   mkdir -p "$dir/1"
@@ -35,7 +37,7 @@ source "$(dirname "$0")/start_server.sh"
 start_ltserve "$BUILD" "$REPO" "$OUT/served-server.log" || exit 1
 for variant in $VARIANTS; do
   echo "== served mlp_$variant"
-  "$BUILD/client/bench/ltserve-bench" -u "$ADDR" -m "mlp_$variant" --concurrency 1,4,16,64,256 \
+  "$BUILD/client/bench/ltserve-bench" -u "$ADDR" -m "mlp_$variant" --concurrency "$LEVELS" \
     --warmup-ms 1000 --window-ms 1500 --max-windows 4 -q --json "$OUT/served_$variant.json"
 done
 kill -TERM $SERVER
@@ -67,7 +69,7 @@ if [[ -x $BUILD/bench/serving/bare_grpc_server ]]; then
   for _ in $(seq 1 100); do grep -q listening "$BARE_LOG" && break; sleep 0.1; done
   BARE_ADDR=$(grep -oE 'grpc=[0-9.]+:[0-9]+' "$BARE_LOG" | head -1 | cut -d= -f2)
   echo "== bare gRPC server (fixed response, same request shape as mlp)"
-  "$BUILD/client/bench/ltserve-bench" -u "$BARE_ADDR" -m mlp_bare --concurrency 1,4,16,64,256 \
+  "$BUILD/client/bench/ltserve-bench" -u "$BARE_ADDR" -m mlp_bare --concurrency "$LEVELS" \
     --warmup-ms 1000 --window-ms 1500 --max-windows 4 -q --json "$OUT/served_bare.json"
   kill -TERM $BARE
   wait $BARE
