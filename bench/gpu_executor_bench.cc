@@ -180,18 +180,24 @@ int BenchModel(const std::string& name, const std::string& path, std::int64_t ma
   return 0;
 }
 
+// A served model's spec: FP32 rows in and out, bf16 inside, up to 256 rows.
+ltserve::ModelSpec Fp32IoSpec(const std::string& name, const ltserve::plan::Plan& plan) {
+  ltserve::ModelSpec spec;
+  spec.name = name;
+  spec.max_batch_size = 256;
+  spec.inputs = {{"x", ltserve::DataType::kFp32, {plan.input_width()}}};
+  spec.outputs = {{"y", ltserve::DataType::kFp32, {plan.output_width()}}};
+  spec.options.precision = ltserve::Precision::kBf16;
+  return spec;
+}
+
 // The A/Bs at small batches: programmatic launch at the batches that run the small-batch
 // kernel (1 and 2 rows) and ones that do not; the split-K kernel at every bucket it may take.
 int BenchOwnKernelsAndLaunch(const std::string& name, const std::string& path) {
   auto module = torch::jit::load(path);
   auto plan = Lower(module);
   if (plan == nullptr || !plan->Validate().ok()) return 1;
-  ltserve::ModelSpec spec;
-  spec.name = name;
-  spec.max_batch_size = 256;
-  spec.inputs = {{"x", ltserve::DataType::kFp32, {plan->input_width()}}};
-  spec.outputs = {{"y", ltserve::DataType::kFp32, {plan->output_width()}}};
-  spec.options.precision = ltserve::Precision::kBf16;
+  const ltserve::ModelSpec spec = Fp32IoSpec(name, *plan);
   const std::int64_t pdl_batches[] = {1, 2, 16, 64};
   const std::int64_t skinny_batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int failures = PrintOptionAB(name + ", FP32 in and out", ProgrammaticLaunchAB(), plan, spec,
@@ -202,18 +208,14 @@ int BenchOwnKernelsAndLaunch(const std::string& name, const std::string& path) {
 }
 
 // copies_in_graph through the whole Execute (pinned FP32 rows in, FP32 rows out, the phase
-// timings read as the scheduler reads them): the batch's copies and forward pass as one graph
-// launch against copy, launch, copy. Both loads run the same kernels (one algorithm cache).
+// timings read as the scheduler reads them): one graph launch that reads and writes host
+// staging itself against copy, launch, copy. Both loads run the same kernels (one algorithm
+// cache).
 int BenchCopiesInGraph(const std::string& name, const std::string& path) {
   auto module = torch::jit::load(path);
   auto plan = Lower(module);
   if (plan == nullptr || !plan->Validate().ok()) return 1;
-  ltserve::ModelSpec spec;
-  spec.name = name;
-  spec.max_batch_size = 256;
-  spec.inputs = {{"x", ltserve::DataType::kFp32, {plan->input_width()}}};
-  spec.outputs = {{"y", ltserve::DataType::kFp32, {plan->output_width()}}};
-  spec.options.precision = ltserve::Precision::kBf16;
+  ltserve::ModelSpec spec = Fp32IoSpec(name, *plan);
   spec.options.algo_cache_file = (std::filesystem::temp_directory_path() /
                                   ("ltserve_bench_copies_" + std::to_string(::getpid())))
                                      .string();
