@@ -1,7 +1,7 @@
 # Sourced by the served benchmarks: start_ltserve BUILD_DIR REPOSITORY LOG [FLAG...] starts
-# ltserve (with any further flags) on a free loopback gRPC port in the background and waits for it, setting SERVER (its pid) and ADDR
-# (host:port). Returns 1, after printing the log and stopping the server, when it does not
-# become ready.
+# ltserve (with any further flags) on a free loopback gRPC port in the background and waits for
+# it, setting SERVER (its pid) and ADDR (host:port). Returns 1, after printing the log and
+# stopping the server, when it does not become ready.
 start_ltserve() {
   local build=$1 repo=$2 log=$3
   shift 3

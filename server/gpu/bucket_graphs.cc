@@ -62,13 +62,7 @@ Result<StagedGraphs> StagedGraphs::Capture(DeviceState& state,
   StagedGraphs staged;
   staged.graphs_.resize(bucket_rows.size());
   for (std::size_t b = 0; b < bucket_rows.size(); ++b) {
-    const auto rows = static_cast<std::size_t>(bucket_rows[b]);
-    const std::size_t in_bytes = rows * copies.input_row_bytes;
-    const std::size_t out_bytes = rows * copies.output_row_bytes;
-    if (in_bytes + out_bytes > copies.max_bytes || in_bytes > copies.input_capacity_bytes ||
-        out_bytes > copies.output_capacity_bytes) {
-      continue;
-    }
+    if (!Takes(bucket_rows[b], copies)) continue;
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     const Status enqueued = EnqueueStaged(state, b, copies);
     cudaGraph_t raw = nullptr;
@@ -83,10 +77,12 @@ Result<StagedGraphs> StagedGraphs::Capture(DeviceState& state,
   return staged;
 }
 
-std::size_t StagedGraphs::count() const {
-  std::size_t n = 0;
-  for (const GraphExec& graph : graphs_) n += graph != nullptr;
-  return n;
+bool StagedGraphs::Takes(std::int64_t rows, const StagedCopies& copies) {
+  const auto r = static_cast<std::size_t>(rows);
+  const std::size_t in_bytes = r * copies.input_row_bytes;
+  const std::size_t out_bytes = r * copies.output_row_bytes;
+  return in_bytes + out_bytes <= copies.max_bytes && in_bytes <= copies.input_capacity_bytes &&
+         out_bytes <= copies.output_capacity_bytes;
 }
 
 Status StagedGraphs::Launch(DeviceState& state, std::size_t bucket) const {

@@ -64,9 +64,11 @@ class StagedGraphs {
   static Result<StagedGraphs> Capture(DeviceState& state, std::span<const std::int64_t> bucket_rows,
                                       const StagedCopies& copies);
 
+  // Whether a bucket of `rows` rows gets a staged graph: its rows in and out within max_bytes
+  // and the staging buffers.
+  static bool Takes(std::int64_t rows, const StagedCopies& copies);
+
   bool Has(std::size_t bucket) const { return bucket < graphs_.size() && graphs_[bucket]; }
-  // How many buckets have one.
-  std::size_t count() const;
   // Enqueues bucket's staged graph; Has(bucket) must hold.
   Status Launch(DeviceState& state, std::size_t bucket) const;
 

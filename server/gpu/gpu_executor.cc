@@ -36,13 +36,20 @@ bool StagesInGraphs(const GpuModel& model) {
          !plan::TakesTokens(model.plan().input_kind());
 }
 
-// The row sizes and the bound; the instance fills in its buffers and events.
+// The row sizes, the bound and the staging capacities (an instance's pinned buffers hold
+// capacity_rows input rows and the output value's capacity); the instance adds its buffers'
+// device addresses and its events.
 StagedCopies StagedCopiesOf(const GpuModel& model) {
   StagedCopies copies;
   copies.input_row_bytes = static_cast<std::size_t>(model.plan().input_width()) *
                            ElemSize(model.options().input_type);
   copies.output_row_bytes = static_cast<std::size_t>(model.plan().output_width()) *
                             ElemSize(model.options().output_type);
+  copies.input_capacity_bytes =
+      static_cast<std::size_t>(model.options().capacity_rows) * copies.input_row_bytes;
+  copies.output_capacity_bytes =
+      static_cast<std::size_t>(model.ValueCapacity(model.plan().output())) *
+      copies.output_row_bytes;
   copies.max_bytes = kStagedCopyMaxBytes;
   return copies;
 }
@@ -53,11 +60,7 @@ std::int64_t LargestStagedBucket(const GpuModel& model) {
   const StagedCopies copies = StagedCopiesOf(model);
   std::int64_t largest = 0;
   for (std::int64_t rows : model.buckets()) {
-    const auto r = static_cast<std::size_t>(rows);
-    if (r * (copies.input_row_bytes + copies.output_row_bytes) <= copies.max_bytes &&
-        rows <= model.options().capacity_rows) {
-      largest = std::max(largest, rows);
-    }
+    if (StagedGraphs::Takes(rows, copies)) largest = std::max(largest, rows);
   }
   return largest;
 }
@@ -97,6 +100,10 @@ class GpuInstance final : public ExecutorInstance {
                                                    options.cuda_graphs));
     if (StagesInGraphs(*model)) {
       StagedCopies copies = StagedCopiesOf(*model);
+      if (copies.input_capacity_bytes > instance->pinned_input_.bytes() ||
+          copies.output_capacity_bytes > instance->pinned_output_.bytes()) {
+        return Internal("staged graphs: the staging buffers are smaller than the model's capacity");
+      }
       void* host_input = nullptr;
       void* host_output = nullptr;
       LTSERVE_CUDA_RETURN_IF_ERROR(
@@ -105,8 +112,6 @@ class GpuInstance final : public ExecutorInstance {
           cudaHostGetDevicePointer(&host_output, instance->pinned_output_.data(), 0));
       copies.host_input = host_input;
       copies.host_output = host_output;
-      copies.input_capacity_bytes = instance->pinned_input_.bytes();
-      copies.output_capacity_bytes = instance->pinned_output_.bytes();
       for (std::size_t i = 0; i < copies.events.size(); ++i) {
         copies.events[i] = instance->events_[i].get();
       }
