@@ -2,23 +2,28 @@
 // libtorch eager, libtorch replayed from a CUDA graph, and the hardware floor from a matmul
 // peak and a copy bandwidth measured in this same run. Prints one markdown table.
 //
-// Usage: ltserve_gpu_bench MODEL_DIR [max_batch [copies]]   (MODEL_DIR from
+// Usage: ltserve_gpu_bench MODEL_DIR [max_batch [copies|idle]]   (MODEL_DIR from
 // bench/export_bench_models.py; `copies`: only the copies_in_graph A/B and a lone Execute's
-// anatomy)
+// anatomy; `idle`: only a lone Execute after the host has been idle)
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_timing.h"
@@ -290,6 +295,140 @@ int BenchCopiesInGraph(const std::string& name, const std::string& path) {
   return 0;
 }
 
+// Holds a PM QoS request for no CPU wake-up latency (/dev/cpu_dma_latency at 0, as the
+// latency-performance tuning profiles set it) while it lives: the kernel keeps every core out
+// of its deep idle states, machine-wide. Needs root; `ok()` says whether it took.
+class NoDeepIdle {
+ public:
+  NoDeepIdle() : fd_(::open("/dev/cpu_dma_latency", O_WRONLY)) {
+    const std::int32_t zero = 0;
+    if (fd_ < 0) {
+      error_ = std::strerror(errno);
+    } else if (::write(fd_, &zero, sizeof(zero)) != sizeof(zero)) {
+      error_ = std::strerror(errno);
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~NoDeepIdle() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  NoDeepIdle(const NoDeepIdle&) = delete;
+  NoDeepIdle& operator=(const NoDeepIdle&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }
+
+ private:
+  int fd_;
+  std::string error_;
+};
+
+double Percentile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  return values[static_cast<std::size_t>(q * (values.size() - 1))];
+}
+
+// A lone request at concurrency 1 reaches Execute on a gRPC thread that slept in epoll until the
+// request came: the served trace shows ~25 µs more host time around the same graph than this
+// benchmark's hot loop. Here the host does, before each lone Execute (and before each bare graph
+// launch), what it does between requests: nothing, spin, sleep, sleep and then stream through
+// memory as a stand-in for gRPC's parsing (cold caches), and sleep with the cores kept out of
+// deep idle states. Which of them brings the extra time back says where it comes from.
+int BenchLoneAfterIdle(const std::string& name, const std::string& path) {
+  auto module = torch::jit::load(path);
+  auto plan = Lower(module);
+  if (plan == nullptr || !plan->Validate().ok()) return 1;
+  const ltserve::ModelSpec spec = Fp32IoSpec(name, *plan);
+  auto model = ltserve::gpu::LoadGpuModel(plan, spec, std::nullopt);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), model.status().ToString().c_str());
+    return 1;
+  }
+  auto factory = ltserve::gpu::CreateGpuFactory(model.value());
+  auto instance = factory->CreateInstance(0);
+  auto timer = GpuForwardTimer::Create(model.value());
+  if (!instance.ok() || !timer.ok()) return 1;
+  ltserve::ExecutorInstance& exec = *instance.value();
+  constexpr std::int64_t kRows = 1;
+  constexpr auto kGap = std::chrono::microseconds(300);  // ~ a concurrency-1 round trip
+  constexpr int kPasses = 400;
+  auto in = exec.InputBuffer(0, kRows * plan->input_width() * sizeof(float));
+  if (!in.ok()) return 1;
+  std::vector<float> rows(static_cast<std::size_t>(kRows * plan->input_width()));
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 17) * 0.01f - 0.08f;
+  std::memcpy(in.value().data(), rows.data(), in.value().size());
+  std::vector<std::uint64_t> sweep(std::size_t{16} << 17);  // 16 MiB
+  for (std::size_t i = 0; i < sweep.size(); ++i) sweep[i] = i;
+  volatile std::uint64_t sink = 0;
+
+  const auto spin = [&] {
+    const auto until = std::chrono::steady_clock::now() + kGap;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  const auto sleep = [&] { std::this_thread::sleep_for(kGap); };
+  const auto sleep_then_sweep = [&] {
+    sleep();
+    std::uint64_t sum = 0;
+    for (std::uint64_t v : sweep) sum += v;
+    sink = sum;
+  };
+  struct Row {
+    const char* between;
+    std::function<void()> gap;
+    bool no_deep_idle;
+  };
+  const Row table[] = {{"nothing (back to back)", [] {}, false},
+                       {"300 µs spinning", spin, false},
+                       {"300 µs asleep", sleep, false},
+                       {"300 µs asleep, then 16 MiB read", sleep_then_sweep, false},
+                       {"300 µs asleep, deep idle states off", sleep, true},
+                       {"300 µs asleep then 16 MiB read, deep idle states off", sleep_then_sweep,
+                        true}};
+  std::printf("\n%s, FP32 in and out, %ld row: a lone pass after the host did something else "
+              "(p50 [p90] µs of %d passes; Execute with copies in the graph and its phase "
+              "timings, then the bare graph with events around it)\n\n",
+              name.c_str(), static_cast<long>(kRows), kPasses);
+  std::printf("| between passes | Execute | graph: launch call | graph: host wait | graph: device "
+              "time |\n|---|---:|---:|---:|---:|\n");
+  for (const Row& row : table) {
+    std::unique_ptr<NoDeepIdle> held;
+    if (row.no_deep_idle) {
+      held = std::make_unique<NoDeepIdle>();
+      if (!held->ok()) {
+        std::printf("| %s | not run: /dev/cpu_dma_latency: %s | | | |\n", row.between,
+                    held->error().c_str());
+        continue;
+      }
+    }
+    ltserve::BatchShape shape;
+    shape.batch_size = kRows;
+    ltserve::ExecuteTimings timings;
+    std::vector<double> execute_us;
+    for (int i = 0; i < kPasses; ++i) {
+      row.gap();
+      const auto start = std::chrono::steady_clock::now();
+      if (!exec.Execute(shape, &timings).ok()) return 1;
+      execute_us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+    auto lone = timer.value()->TimeLoneLaunches(kRows, kPasses, row.gap);
+    if (!lone.ok()) return 1;
+    const auto cell = [](const std::vector<double>& v) {
+      char text[48];
+      std::snprintf(text, sizeof(text), "%.1f [%.1f]", Percentile(v, 0.5), Percentile(v, 0.9));
+      return std::string(text);
+    };
+    std::printf("| %s | %s | %s | %s | %s |\n", row.between, cell(execute_us).c_str(),
+                cell(lone.value().launch_us).c_str(), cell(lone.value().wait_us).c_str(),
+                cell(lone.value().device_us).c_str());
+    std::fflush(stdout);
+  }
+  (void)sink;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,6 +446,9 @@ int main(int argc, char** argv) {
   if (argc > 3 && std::string(argv[3]) == "copies") {
     // Only the lone-request anatomy (the served benchmark's run prints it beside its tables).
     return BenchCopiesInGraph("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
+  }
+  if (argc > 3 && std::string(argv[3]) == "idle") {
+    return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
   }
   try {
     const double peak = MeasurePeakTflops();

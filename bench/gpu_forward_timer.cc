@@ -78,6 +78,34 @@ Result<double> GpuForwardTimer::TimeRoundTrip(int iterations) {
          iterations;
 }
 
+Result<GpuForwardTimer::LoneLaunch> GpuForwardTimer::TimeLoneLaunches(
+    std::int64_t rows, int iterations, const std::function<void()>& before) {
+  if (rows < 1 || rows > model_->options().capacity_rows || iterations < 1) {
+    return InvalidArgument("TimeLoneLaunches: rows or iterations out of range");
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto us = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  const std::size_t bucket = model_->BucketFor(rows);
+  cudaStream_t stream = state_->stream();
+  LoneLaunch out;
+  for (int i = 0; i < iterations; ++i) {
+    before();
+    const auto start = Clock::now();
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream));
+    LTSERVE_RETURN_IF_ERROR(graphs_.Launch(*state_, bucket));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_.get(), stream));
+    const auto launched = Clock::now();
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_.get()));
+    const auto done = Clock::now();
+    float ms = 0;
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
+    out.launch_us.push_back(us(launched - start));
+    out.wait_us.push_back(us(done - launched));
+    out.device_us.push_back(static_cast<double>(ms) * 1e3);
+  }
+  return out;
+}
+
 Status GpuForwardTimer::FillTokenIds(std::int32_t bound, std::uint64_t seed) {
   if (model_->plan().input_kind() != ltserve::plan::InputKind::kTokenIds || bound < 1) {
     return InvalidArgument("FillTokenIds: a token-id model and a bound >= 1");

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,6 +43,14 @@ class GpuForwardTimer {
   // Mean µs of an event recorded on the idle stream and waited for: the host's bare round trip
   // to the GPU and back.
   ltserve::Result<double> TimeRoundTrip(int iterations);
+  // One pass at `rows` rows launched alone `iterations` times, `before` run ahead of each (what
+  // the host does between requests): per pass the host's µs in the launch call, in the wait
+  // that follows, and the device's µs between events on either side of the graph.
+  struct LoneLaunch {
+    std::vector<double> launch_us, wait_us, device_us;
+  };
+  ltserve::Result<LoneLaunch> TimeLoneLaunches(std::int64_t rows, int iterations,
+                                               const std::function<void()>& before);
   // The same for a token model over sequences of `lengths` tokens, packed.
   ltserve::Result<double> TimeTokenForward(std::span<const std::int32_t> lengths, int iterations);
   // A token-id plan: fills the device's token inputs (ids, positions, types) with values uniform

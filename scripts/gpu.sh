@@ -100,7 +100,7 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DLTSERVE_BUILD_TESTS=OFF &&
     timeout "${FULL_BUILD_SECONDS:-420}" cmake --build build-device -j "$JOBS" --target ltserve ltserve-bench bare_grpc_server \
-      $([[ ${RUN_SERVED:-1} == 1 ]] && echo ltserve_gpu_bench)
+      $([[ ${RUN_SERVED:-1} == 1 || ${RUN_LONE:-1} == 1 ]] && echo ltserve_gpu_bench)
   } > "$OUT/build-all.log" 2>&1
   build_status=$?
   echo "server build exit $build_status (log: build-all.log)"
@@ -179,6 +179,24 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     bench/serving/served_gpu_bench.sh build-device build-gpu-only/bench_models "$OUT" || status=1
     echo "== a lone Execute, piece by piece (${SECONDS} s)"
     ./build-device/bench/ltserve_gpu_bench build-gpu-only/bench_models 256 copies 2>&1 || status=1
+  fi
+  if [[ $build_status == 0 && ${RUN_LONE:-1} == 1 ]]; then
+    # A lone request: the executor after an idle host, then ltserve against the bare server in
+    # alternating rounds, with and without the cores' deep idle states.
+    echo "== the host's CPU idle states and frequency governor"
+    for state in /sys/devices/system/cpu/cpu0/cpuidle/state*; do
+      [[ -d $state ]] && echo "$(cat "$state/name"): exit latency $(cat "$state/latency") µs, disabled $(cat "$state/disable")"
+    done
+    cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>&1
+    grep -m1 "model name" /proc/cpuinfo
+    echo "== a lone Execute after an idle host (${SECONDS} s)"
+    ./build-device/bench/ltserve_gpu_bench build-gpu-only/bench_models 256 idle 2>&1 |
+      tee "$OUT/lone_execute.md"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    echo "== lone requests served, against the bare server (${SECONDS} s)"
+    NO_DEEP_IDLE=${NO_DEEP_IDLE:-1} bench/serving/lone_request_bench.sh build-device \
+      build-gpu-only/bench_models "$ROOT/build-device/lone" 2>&1 | tee "$OUT/lone_served.md"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   fi
   if [[ $build_status == 0 && ${RUN_SERVED_ENCODER:-1} == 1 ]]; then
     echo "== served encoder benchmark (mixed lengths 16..512)"
