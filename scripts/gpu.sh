@@ -181,8 +181,8 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
     ./build-device/bench/ltserve_gpu_bench build-gpu-only/bench_models 256 copies 2>&1 || status=1
   fi
   if [[ $build_status == 0 && ${RUN_LONE:-1} == 1 ]]; then
-    # A lone request: the executor after an idle host, then ltserve against the bare server in
-    # alternating rounds, with and without the cores' deep idle states.
+    # A lone request: the executor after an idle host, then ltserve (receiving thread; polling
+    # workers) against the bare server in alternating rounds, and a trace of each.
     echo "== the host's CPU idle states and frequency governor"
     for state in /sys/devices/system/cpu/cpu0/cpuidle/state*; do
       [[ -d $state ]] && echo "$(cat "$state/name"): exit latency $(cat "$state/latency") µs, disabled $(cat "$state/disable")"
@@ -194,7 +194,7 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
       tee "$OUT/lone_execute.md"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
     echo "== lone requests served, against the bare server (${SECONDS} s)"
-    NO_DEEP_IDLE=${NO_DEEP_IDLE:-1} bench/serving/lone_request_bench.sh build-device \
+    NO_DEEP_IDLE=${NO_DEEP_IDLE:-0} TRACE=${LONE_TRACE:-1} bench/serving/lone_request_bench.sh build-device \
       build-gpu-only/bench_models "$ROOT/build-device/lone" 2>&1 | tee "$OUT/lone_served.md"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   fi

@@ -131,6 +131,14 @@ const std::vector<KnownParameter>& Known() {
       Boolean("programmatic_launch", &ModelOptions::programmatic_launch),
       Boolean("copies_in_graph", &ModelOptions::copies_in_graph),
       Boolean("run_on_receiving_thread", &ModelOptions::run_on_receiving_thread),
+      // The text names kMaxWorkerPollUs (static_assert below).
+      {"worker_poll_microseconds", "an integer from 0 to 1000000",
+       [](std::string_view v, const std::filesystem::path&, ModelOptions* options) {
+         const std::optional<std::int64_t> parsed = ParseInteger(v, 0);
+         if (!parsed || static_cast<std::uint64_t>(*parsed) > kMaxWorkerPollUs) return false;
+         options->worker_poll_us = static_cast<std::uint64_t>(*parsed);
+         return true;
+       }},
       Choice<PathChoice>("execution_path", "auto, plan or torchscript",
                          {{"auto", PathChoice::kAuto}, {"plan", PathChoice::kPlan},
                           {"torchscript", PathChoice::kTorchScript}},
@@ -153,6 +161,8 @@ constexpr std::array<std::string_view, 10> kTritonPytorch{
     "ENABLE_JIT_PROFILING",  "ENABLE_TENSOR_FUSER",         "DISABLE_CUDNN",
     "NUM_THREADS",
 };
+
+static_assert(kMaxWorkerPollUs == 1000000, "worker_poll_microseconds' expected text names it");
 
 const KnownParameter* FindKnown(std::string_view key) {
   for (const auto& known : Known()) {

@@ -29,6 +29,9 @@ enum class OwnKernelMode : std::uint8_t { kAuto, kAlways, kOff };
 // load error, kTorchScript never lowers.
 enum class PathChoice : std::uint8_t { kAuto, kPlan, kTorchScript };
 
+// worker_poll_microseconds' ceiling: a second of a core per instance after every batch.
+inline constexpr std::uint64_t kMaxWorkerPollUs = 1'000'000;
+
 struct ModelOptions {
   Precision precision = Precision::kBf16;
   // "auto" resolves to the tanh epilogue in 16-bit storage, where its error is far below one
@@ -47,6 +50,10 @@ struct ModelOptions {
   // GPU path: a request that can start at once on an idle instance runs on the thread that
   // received it instead of waking the instance's worker (SchedulerOptions::run_on_caller_when_idle).
   bool run_on_receiving_thread = true;
+  // An instance's worker with nothing to run polls for requests this long (µs) before it
+  // sleeps, so a request arriving within it starts on an awake thread with warm caches
+  // (SchedulerOptions::worker_poll_us); receiving-thread runs are off while it is set. 0: off.
+  std::uint64_t worker_poll_us = 0;
   OwnKernelMode small_batch = OwnKernelMode::kAuto;   // the matrix-vector kernel, 1-8 rows
   OwnKernelMode skinny_gemm = OwnKernelMode::kAuto;   // the split-K kernel, up to 128 rows
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel

@@ -304,8 +304,11 @@ Result<std::shared_ptr<Model>> ModelRepository::LoadVersion(const ModelSpec& spe
     model->direct_device_memory_ = chosen.factory->DirectDeviceMemory();
   }
   SchedulerOptions scheduler_options = MakeSchedulerOptions(spec, config);
-  scheduler_options.run_on_caller_when_idle =
-      spec.options.run_on_receiving_thread && chosen.factory->RunsOnAnyThread();
+  // A polling worker is the warmer thread to run a lone request on than the one that received it.
+  scheduler_options.worker_poll_us = spec.options.worker_poll_us;
+  scheduler_options.run_on_caller_when_idle = spec.options.run_on_receiving_thread &&
+                                              spec.options.worker_poll_us == 0 &&
+                                              chosen.factory->RunsOnAnyThread();
   model->factory_ = std::move(chosen.factory);
   model->output_labels_ = std::move(labels);
   scheduler_options.tokens = std::move(chosen.tokens);

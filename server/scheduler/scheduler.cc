@@ -40,6 +40,16 @@ void UsePreciseTimedWaits() {
 #endif
 }
 
+// One turn of a polling loop: tells the core it spins (less power, and the sibling
+// hyperthread gets the pipeline) without giving the thread up.
+inline void PollPause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 
@@ -125,6 +135,9 @@ struct Scheduler::Impl {
   std::atomic<int> claimed_workers{0};
   std::vector<std::thread> workers;
   std::thread expiry_thread;
+  // Bumped, under the mutex, whenever a request is admitted or the scheduler starts to drain
+  // or stop: what a polling worker watches without the mutex (SchedulerOptions::worker_poll_us).
+  std::atomic<std::uint64_t> work_generation{0};
 
   const SchedulerOptions::QueuePolicy& PolicyFor(std::size_t level) const {
     auto it = options.priority_policies.find(static_cast<std::uint32_t>(level + 1));
@@ -183,6 +196,7 @@ struct Scheduler::Impl {
     queued_by_id.emplace(id, std::prev(queue.end()));
     ++pending;
     stats->RecordPending(1);
+    work_generation.fetch_add(1, std::memory_order_release);
     return id;
   }
 
@@ -296,11 +310,30 @@ struct Scheduler::Impl {
     return std::nullopt;
   }
 
+  // With worker_poll_us set: lets go of the mutex and polls work_generation for up to that
+  // long. Returns with the mutex held again; true when the generation moved (a request came, or
+  // a drain or stop began), so the caller looks at the queues again instead of sleeping. An
+  // Enqueue's notification meanwhile finds no waiter and is lost, which is why the generation is
+  // read once more under the mutex: whatever moved it before then is seen, whatever comes after
+  // finds this worker waiting on work_cv.
+  bool PollForWork(std::unique_lock<std::mutex>& lock) {
+    if (options.worker_poll_us == 0) return false;
+    const std::uint64_t seen = work_generation.load(std::memory_order_acquire);
+    lock.unlock();
+    const TimePoint until = Clock::now() + std::chrono::microseconds(options.worker_poll_us);
+    while (work_generation.load(std::memory_order_acquire) == seen && Clock::now() < until) {
+      PollPause();
+    }
+    lock.lock();
+    return work_generation.load(std::memory_order_relaxed) != seen;
+  }
+
   // Blocks until a batch is due; returns it, or nothing when stopping.
   QueueList NextBatchLocked(Worker& worker, std::unique_lock<std::mutex>& lock) {
     worker.idle = true;
     while (!stopping) {
       if (worker.claimed || !AnyQueuedLocked()) {
+        if (!worker.claimed && PollForWork(lock)) continue;
         work_cv.wait(lock);
         continue;
       }
@@ -515,6 +548,7 @@ Scheduler::~Scheduler() {
     std::lock_guard lock(impl_->mutex);
     impl_->draining = true;
     impl_->stopping = true;
+    impl_->work_generation.fetch_add(1, std::memory_order_release);
     rest = impl_->TakeAllLocked();
   }
   impl_->work_cv.notify_all();
@@ -593,6 +627,7 @@ bool Scheduler::Drain(std::chrono::steady_clock::time_point deadline) {
   {
     std::lock_guard lock(impl_->mutex);
     impl_->draining = true;
+    impl_->work_generation.fetch_add(1, std::memory_order_release);
   }
   impl_->work_cv.notify_all();  // waiting batches go now
   QueueList rest;

@@ -70,6 +70,11 @@ Status ValidateOptions(const SchedulerOptions& options) {
                            std::to_string(options.default_priority_level) + " is outside [1, " +
                            std::to_string(options.priority_levels) + "]");
   }
+  if (options.worker_poll_us > kMaxWorkerPollUs) {
+    return InvalidArgument("scheduler: worker_poll_microseconds " +
+                           std::to_string(options.worker_poll_us) + " is over " +
+                           std::to_string(kMaxWorkerPollUs));
+  }
   return Status::Ok();
 }
 

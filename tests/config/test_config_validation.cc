@@ -251,7 +251,7 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
                   "unknown parameter; ltserve knows precision, gelu_epilogue, "
                   "algo_candidates, fuse_epilogues, small_batch_kernel, skinny_gemm_kernel, gpu_device, "
                   "cublaslt_workspace_bytes, algo_cache_file, cuda_graphs, programmatic_launch, "
-                  "copies_in_graph, run_on_receiving_thread, execution_path, "
+                  "copies_in_graph, run_on_receiving_thread, worker_poll_microseconds, execution_path, "
                   "max_sequence_length, max_tokens_per_batch, INTRA_OP_THREAD_COUNT, "
                   "INTER_OP_THREAD_COUNT (see");
 }
@@ -268,6 +268,9 @@ TEST_F(ConfigValidation, RejectsBadParameterValues) {
       {"cuda_graphs", "yes"},
       {"programmatic_launch", "on"},
       {"run_on_receiving_thread", "1"},
+      {"worker_poll_microseconds", "-1"},
+      {"worker_poll_microseconds", "1000001"},
+      {"worker_poll_microseconds", "50us"},
       {"execution_path", "gpu"},
       {"max_sequence_length", "0"},
       {"max_tokens_per_batch", "1e4"},

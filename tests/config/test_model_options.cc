@@ -38,6 +38,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"cuda_graphs", "false"},
                                         {"programmatic_launch", "false"},
                                         {"run_on_receiving_thread", "false"},
+                                        {"worker_poll_microseconds", "250"},
                                         {"execution_path", "torchscript"},
                                         {"max_sequence_length", "77"},
                                         {"max_tokens_per_batch", "900"},
@@ -56,6 +57,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_FALSE(options->cuda_graphs);
   EXPECT_FALSE(options->programmatic_launch);
   EXPECT_FALSE(options->run_on_receiving_thread);
+  EXPECT_EQ(options->worker_poll_us, 250u);
   EXPECT_EQ(options->execution_path, PathChoice::kTorchScript);
   EXPECT_EQ(options->max_sequence_length, 77);
   EXPECT_EQ(options->max_tokens_per_batch, 900);
