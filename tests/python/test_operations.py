@@ -2,6 +2,7 @@
 graceful shutdown under load, all against the real server binary."""
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import shutil
 import signal
@@ -338,5 +339,34 @@ def test_triton_thread_counts_size_atens_pool_and_the_first_model_decides(model_
             _, request = infer_request(pb, model, x)
             got = output_array(stub.ModelInfer(request, timeout=10))
             assert rel_err(got, reference(tmp_path, model, x)) <= FP32_RTOL
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+def test_polling_workers_answer_every_request(model_repo, pb, tmp_path):
+    """worker_poll_microseconds: idle workers poll before they sleep. Lone requests, requests
+    after the poll window, and concurrent ones all get their own right answer, and the server
+    stops cleanly (tests/scheduler WorkerPoll times the stop itself)."""
+    copy_model(model_repo, DEMO, tmp_path)
+    config = tmp_path / DEMO / "config.pbtxt"
+    config.write_text(config.read_text() + 'parameters: { key: "worker_poll_microseconds" '
+                      'value: { string_value: "500000" } }\n')
+    server = start_server(tmp_path)
+    try:
+        stub = pb.service_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_address))
+        rng = np.random.default_rng()
+
+        def check(rows: int) -> None:
+            x = rng.standard_normal((rows, DEMO_IN), dtype=np.float32)
+            _, request = infer_request(pb, DEMO, x)
+            got = output_array(stub.ModelInfer(request, timeout=10))
+            assert rel_err(got, reference(tmp_path, DEMO, x)) <= FP32_RTOL
+
+        for rows in (1, 3, 1):  # lone requests, each while the last one's worker polls
+            check(rows)
+        time.sleep(0.6)  # past the window: the workers sleep, the next request wakes one
+        check(2)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(check, [1 + i % 4 for i in range(64)]))
     finally:
         assert server.terminate() == 0, server.log()
