@@ -3,15 +3,16 @@
 # served by ltserve over gRPC on loopback, measured with ltserve-bench at concurrency
 # 1..256, with dynamic batching on and off, and off once more with every request handed to the
 # instance's worker thread (run_on_receiving_thread false: the A/B of running a lone request
-# on the thread that received it), and off with the copies outside the graphs (copies_in_graph
-# false: the A/B of one launch a request). The raw executor's numbers to compare with come from
+# on the thread that received it), off with the copies outside the graphs (copies_in_graph
+# false: the A/B of one launch a request), and batched and unbatched with idle workers polling
+# for 1 ms before they sleep (worker_poll_microseconds: `batched_poll`, `poll`). The raw executor's numbers to compare with come from
 # ltserve_gpu_bench in the same GPU run (bench.md).
 # Usage: bench/serving/served_gpu_bench.sh BUILD_DIR MODELS_DIR OUT_DIR
 #   (VARIANTS, LEVELS, RUN_TRACE and TRACE_VARIANTS narrow a run; every variant by default)
 set -uo pipefail
 BUILD=$1 MODELS=$2 OUT=$3
 REPO=$(mktemp -d)
-VARIANTS=${VARIANTS:-batched unbatched handoff separate}
+VARIANTS=${VARIANTS:-batched unbatched handoff separate poll batched_poll}
 LEVELS=${LEVELS:-1,4,16,64,256}
 for variant in $VARIANTS; do
   dir=$REPO/mlp_$variant
@@ -25,7 +26,9 @@ for variant in $VARIANTS; do
     echo 'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 1024 ] } ]'
     echo 'instance_group [ { count: 2 kind: KIND_GPU } ]'
     # 100 µs: long enough for concurrent requests to meet, short against a ~60 µs forward.
-    [[ $variant == batched ]] && echo 'dynamic_batching { max_queue_delay_microseconds: 100 }'
+    [[ $variant == batched* ]] && echo 'dynamic_batching { max_queue_delay_microseconds: 100 }'
+    [[ $variant == *poll ]] &&
+      echo 'parameters { key: "worker_poll_microseconds" value { string_value: "1000" } }'
     [[ $variant == handoff ]] &&
       echo 'parameters { key: "run_on_receiving_thread" value { string_value: "false" } }'
     [[ $variant == separate ]] &&
