@@ -12,29 +12,52 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "torch/chain_walker.h"
 #include "torch/lowering.h"
 
 namespace {
 
-// Whether a parenthesised list of integers ("Float(3, 37, ...") multiplies to more than `limit`.
-// parseIR allocates each tensor constant at its declared shape, so a mutated "Float(99999999,
-// 99999999)" would ask torch for terabytes (the fuzzer's first finding, a harness artefact: a
-// model file's tensors are as large as its file). The walker's rules never turn on sizes
-// like that, so such inputs are skipped.
+// The integers of a list starting at `at` ("3, 37, ..." or "5, 1]"), as doubles (HUGE_VAL
+// past double's range; strtod never throws); `at` is left after them.
+std::vector<double> ReadIntegers(const char*& at) {
+  std::vector<double> values;
+  while (*at >= '0' && *at <= '9') {
+    char* end = nullptr;
+    values.push_back(std::strtod(at, &end));
+    at = end;
+    while (*at == ',' || *at == ' ') ++at;
+  }
+  return values;
+}
+
+// Whether a tensor type ("Float(3, 37, strides=[37, 1], ...") declares more than `limit`
+// elements of storage: 1 + sum over dims of (size - 1) * stride, or the product of the sizes
+// where no strides follow. parseIR allocates each tensor constant at its declared sizes and
+// strides, so a mutated "Float(99999999, 99999999)" or "Float(3, strides=[1777777777777777])"
+// would ask torch for terabytes (the fuzzer's first two findings, harness artefacts: a model
+// file's tensors are as large as its file). The walker's rules never turn on sizes like that,
+// so such inputs are skipped.
 bool DeclaresHugeShape(const std::string& text, double limit) {
   for (std::size_t open = text.find('('); open != std::string::npos;
        open = text.find('(', open + 1)) {
-    double elements = 1;
     const char* at = text.c_str() + open + 1;
-    while (*at >= '0' && *at <= '9') {
-      char* end = nullptr;
-      elements *= std::strtod(at, &end);  // HUGE_VAL past double's range; never throws
-      at = end;
-      while (*at == ',' || *at == ' ') ++at;
-    }
+    const std::vector<double> sizes = ReadIntegers(at);
+    double elements = 1;
+    for (double size : sizes) elements *= size;
     if (elements > limit) return true;
+    constexpr std::string_view kStrides = "strides=[";
+    if (std::string_view(at).substr(0, kStrides.size()) != kStrides) continue;
+    at += kStrides.size();
+    const std::vector<double> strides = ReadIntegers(at);
+    double extent = 1;
+    for (std::size_t i = 0; i < strides.size(); ++i) {
+      const double size = i < sizes.size() ? sizes[i] : 1;
+      extent += (size > 0 ? size - 1 : 0) * strides[i];
+    }
+    if (extent > limit) return true;
   }
   return false;
 }
