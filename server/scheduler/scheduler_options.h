@@ -55,12 +55,12 @@ struct SchedulerOptions {
   // (ExecutorFactory::RunsOnAnyThread); the caller must then call Scheduler::RunClaimed.
   bool run_on_caller_when_idle = false;
   // A worker with nothing to run polls for new requests this long (µs, at most
-  // kMaxWorkerPollUs, model/model_options.h) before it sleeps on the condition variable. A request that comes within
-  // the window starts on a thread that is awake and whose caches hold the executor's launch
-  // path, where a cold launch after gRPC's own work costs 10-20 µs on the H200's host
-  // (bench/RESULTS.md); the price is a core per instance busy for the window after every batch.
-  // 0: workers sleep at once. run_on_caller_when_idle should be off with it: the polling
-  // worker, not the caller, is the thread to run a lone request on.
+  // kMaxWorkerPollUs, model/model_options.h) before it sleeps on the condition variable. A
+  // request that comes within the window starts on a thread that is awake and whose caches hold
+  // the executor's launch path, where a cold launch after gRPC's own work costs 10-20 µs on the
+  // H200's host (bench/RESULTS.md); the price is a core per instance busy for the window after
+  // every batch. 0: workers sleep at once. run_on_caller_when_idle should be off with it: the
+  // polling worker, not the caller, is the thread to run a lone request on.
   std::uint64_t worker_poll_us = 0;
 };
 

@@ -195,4 +195,9 @@ std::vector<std::int64_t> ExecutedBatchSizes(const FakeBackend& backend) {
   return sizes;
 }
 
+std::thread::id LastExecutingThread(const FakeBackend& backend) {
+  const std::vector<ExecutedBatch> batches = backend.batches();
+  return batches.empty() ? std::thread::id{} : batches.back().thread;
+}
+
 }  // namespace ltserve::testing

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "fake_executor.h"
@@ -130,5 +131,7 @@ std::vector<float> FirstValues(const std::vector<std::shared_ptr<Call>>& calls);
 // The first values the executor saw, batch after batch, from batch `from` on.
 std::vector<float> ExecutedFirstValues(const FakeBackend& backend, std::size_t from = 0);
 std::vector<std::int64_t> ExecutedBatchSizes(const FakeBackend& backend);
+// The thread that ran the last batch (a default id before any).
+std::thread::id LastExecutingThread(const FakeBackend& backend);
 
 }  // namespace ltserve::testing

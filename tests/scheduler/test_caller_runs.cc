@@ -22,11 +22,6 @@ SchedulerOptions CallerRunOptions(std::chrono::microseconds max_queue_delay = 0u
   return options;
 }
 
-std::thread::id LastExecutingThread(const Harness& h) {
-  const std::vector<ExecutedBatch> batches = h.backend.batches();
-  return batches.empty() ? std::thread::id{} : batches.back().thread;
-}
-
 TEST(CallerRuns, LoneRequestRunsOnTheCallersThreadInsideRunClaimed) {
   Harness h(CallerRunOptions());
   Scheduler::ClaimedRun claimed;
@@ -38,7 +33,7 @@ TEST(CallerRuns, LoneRequestRunsOnTheCallersThreadInsideRunClaimed) {
   EXPECT_FALSE(claimed) << "a ClaimedRun is spent once run";
   ASSERT_TRUE(call->answered()) << "RunClaimed returns after on_complete";
   ExpectOwnOutputs(*call, call->Await());
-  EXPECT_EQ(LastExecutingThread(h), std::this_thread::get_id());
+  EXPECT_EQ(LastExecutingThread(h.backend), std::this_thread::get_id());
   EXPECT_EQ(h.scheduler().pending(), 0u);
   EXPECT_EQ(h.gauge.value.load(), 0);
 }
@@ -49,7 +44,7 @@ TEST(CallerRuns, WithoutTheOptionTheWorkerRunsIt) {
   auto call = h.SendClaiming(2, &claimed);
   EXPECT_FALSE(claimed);
   ExpectOwnOutputs(*call, call->Await());
-  EXPECT_NE(LastExecutingThread(h), std::this_thread::get_id());
+  EXPECT_NE(LastExecutingThread(h.backend), std::this_thread::get_id());
 }
 
 TEST(CallerRuns, RequestInsideABatchWindowIsNotClaimed) {

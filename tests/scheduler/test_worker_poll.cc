@@ -25,20 +25,15 @@ SchedulerOptions PollingOptions(std::uint64_t poll_us,
   return options;
 }
 
-std::thread::id LastExecutingThread(const Harness& h) {
-  const std::vector<ExecutedBatch> batches = h.backend.batches();
-  return batches.empty() ? std::thread::id{} : batches.back().thread;
-}
-
 TEST(WorkerPoll, RequestDuringThePollRunsOnTheWorker) {
   Harness h(PollingOptions(kLongPollUs));
   // The first request wakes the worker; after it the worker polls with nothing queued.
   auto first = h.Send(2);
   ExpectOwnOutputs(*first, first->Await());
-  const std::thread::id worker = LastExecutingThread(h);
+  const std::thread::id worker = LastExecutingThread(h.backend);
   auto call = h.Send(3);
   ExpectOwnOutputs(*call, call->Await());
-  EXPECT_EQ(LastExecutingThread(h), worker);
+  EXPECT_EQ(LastExecutingThread(h.backend), worker);
   EXPECT_NE(worker, std::this_thread::get_id());
 }
 
