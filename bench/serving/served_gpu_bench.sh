@@ -5,8 +5,8 @@
 # instance's worker thread (run_on_receiving_thread false: the A/B of running a lone request
 # on the thread that received it), off with the copies outside the graphs (copies_in_graph
 # false: the A/B of one launch a request), and batched and unbatched with idle workers polling
-# for 1 ms before they sleep (worker_poll_microseconds: `batched_poll`, `poll`). The raw executor's numbers to compare with come from
-# ltserve_gpu_bench in the same GPU run (bench.md).
+# for 1 ms before they sleep (worker_poll_microseconds: `batched_poll`, `poll`). The raw
+# executor's numbers to compare with come from ltserve_gpu_bench in the same GPU run (bench.md).
 # Usage: bench/serving/served_gpu_bench.sh BUILD_DIR MODELS_DIR OUT_DIR
 #   (VARIANTS, LEVELS, RUN_TRACE and TRACE_VARIANTS narrow a run; every variant by default)
 set -uo pipefail
