@@ -197,7 +197,8 @@ ltserve::ModelSpec Fp32IoSpec(const std::string& name, const ltserve::plan::Plan
 }
 
 // The A/Bs at small batches: programmatic launch at the batches that run the small-batch
-// kernel (1 and 2 rows) and ones that do not; the split-K kernel at every bucket it may take.
+// kernel (1 and 2 rows) and ones that do not; the split-K kernel at every bucket it may take;
+// the layer-chain kernel at every bucket it may take.
 int BenchOwnKernelsAndLaunch(const std::string& name, const std::string& path) {
   auto module = torch::jit::load(path);
   auto plan = Lower(module);
@@ -209,6 +210,9 @@ int BenchOwnKernelsAndLaunch(const std::string& name, const std::string& path) {
                                std::nullopt, pdl_batches, 0);
   failures += PrintOptionAB(name + ", FP32 in and out", SkinnyGemmAB(), plan, spec, std::nullopt,
                             skinny_batches, 0);
+  const std::int64_t chain_batches[] = {1, 2, 4, 8, 16, 32};
+  failures += PrintOptionAB(name + ", FP32 in and out", LayerChainAB(), plan, spec, std::nullopt,
+                            chain_batches, 0);
   return failures;
 }
 

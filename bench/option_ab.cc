@@ -24,6 +24,13 @@ OptionAB SkinnyGemmAB() {
                   [](ltserve::ModelOptions& o) { o.skinny_gemm = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB LayerChainAB() {
+  return OptionAB{"the layer-chain kernel where it times faster (layer_chain_kernel auto) and never (off)",
+                  "auto", "off",
+                  [](ltserve::ModelOptions& o) { o.layer_chain = ltserve::OwnKernelMode::kAuto; },
+                  [](ltserve::ModelOptions& o) { o.layer_chain = ltserve::OwnKernelMode::kOff; }};
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,

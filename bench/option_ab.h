@@ -38,5 +38,6 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
 // The two A/Bs the benchmarks print.
 OptionAB ProgrammaticLaunchAB();
 OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
+OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 
 }  // namespace ltserve_bench

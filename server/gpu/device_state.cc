@@ -1,7 +1,9 @@
 #include "gpu/device_state.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <optional>
 
 #include "gpu/algo_cache.h"
 #include "gpu/attention.h"
@@ -72,6 +74,8 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   LTSERVE_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options.gpu_device));
   state->sm_major_ = major;
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &state->sm_count_, cudaDevAttrMultiProcessorCount, options.gpu_device));
   state->programmatic_ = options.programmatic_launch && major >= 9;
   LTSERVE_ASSIGN_OR_RETURN(state->stream_, CreateStream());
   LTSERVE_ASSIGN_OR_RETURN(state->handle_, CreateLtHandle());
@@ -115,6 +119,19 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
                              AttentionBatch::Create(options.capacity_rows, options.capacity_sequences));
     state->attention_batch_.emplace(std::move(batch));
     LTSERVE_RETURN_IF_ERROR(state->SetSequences({}));
+  }
+  if (options.layer_chain != OwnKernelMode::kOff && major >= 9 && storage != ElemType::kFp32) {
+    std::size_t bytes = 0;
+    std::array<ChainLayer, kChainMaxLayers> layers{};
+    for (const auto& [first, last] : ChainableRuns(model->steps())) {
+      if (!state->ChainLayers(model->steps(), first, last, layers)) continue;
+      bytes = std::max(bytes, ChainGemmScratchBytes(layers.data(), last - first + 1, state->sm_count_));
+    }
+    if (bytes > 0) {
+      LTSERVE_ASSIGN_OR_RETURN(state->chain_scratch_,
+                               DeviceBuffer::Create(bytes, "layer-chain kernel scratch"));
+      LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->chain_scratch_.data(), 0, bytes, state->stream()));
+    }
   }
   state->gemms_.resize(model->steps().size());
   for (std::size_t s = 0; s < model->steps().size(); ++s) {
@@ -182,6 +199,37 @@ Status DeviceState::RunOwnKernel(const GemmKernel& kernel, const GemmStep& step,
   return Status::Ok();
 }
 
+bool DeviceState::ChainLayers(const std::vector<Step>& steps, std::size_t first, std::size_t last,
+                              std::array<ChainLayer, kChainMaxLayers>& layers) const {
+  if (last < first || last - first >= kChainMaxLayers) return false;
+  for (std::size_t s = first; s <= last; ++s) {
+    const auto& step = std::get<GemmStep>(steps[s]);
+    ChainLayer& layer = layers[s - first];
+    layer.weight = model_->Weight(step.weight_offset);
+    layer.bias = model_->Weight(step.bias_offset);
+    layer.residual = step.residual == plan::kNoValue ? nullptr : Value(step.residual);
+    layer.output = Value(step.output);
+    layer.out_features = step.n;
+    layer.in_features = step.k;
+    layer.act = step.Effective(model_->options().gelu);
+  }
+  return true;
+}
+
+Status DeviceState::RunChain(const std::vector<Step>& steps, const ChainRun& run,
+                             std::int64_t rows) {
+  std::array<ChainLayer, kChainMaxLayers> layers{};
+  if (!ChainLayers(steps, run.first_step, run.last_step, layers)) {
+    return Internal("a layer-chain run of more than " + std::to_string(kChainMaxLayers) + " steps");
+  }
+  const auto& first = std::get<GemmStep>(steps[run.first_step]);
+  LTSERVE_CUDA_RETURN_IF_ERROR(LaunchChainGemm(
+      run.config, Value(first.input), layers.data(), run.last_step - run.first_step + 1, rows,
+      StorageType(model_->options().precision), chain_scratch_.data(), chain_scratch_.bytes(),
+      sm_count_, programmatic_, stream()));
+  return Status::Ok();
+}
+
 Status DeviceState::RunEmbed(const EmbedStep& step, std::size_t bucket) {
   const std::int64_t rows = model_->buckets()[bucket];
   const auto* inputs = reinterpret_cast<const std::int32_t*>(token_ids_.data());
@@ -245,10 +293,21 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
   const plan::Plan& plan = model_->plan();
   const ElemType storage = StorageType(options.precision);
   const std::int64_t rows = model_->buckets()[bucket];
+  const std::vector<ChainRun>& chains = model_->Chains(bucket);
+  auto chain = chains.begin();
   for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
     const std::int64_t step_rows = model_->StepRows(s, bucket);
-    if (const auto* gemm = std::get_if<GemmStep>(&step)) {
+    if (chain != chains.end() && chain->first_step == s) {
+      LTSERVE_RETURN_IF_ERROR(RunChain(model_->steps(), *chain, step_rows));
+      // The run's steps end together: each of their marks is the launch's end.
+      for (; s < chain->last_step; ++s) {
+        if (s < step_marks.size()) {
+          LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
+        }
+      }
+      ++chain;
+    } else if (const auto* gemm = std::get_if<GemmStep>(&step)) {
       LTSERVE_RETURN_IF_ERROR(RunGemm(s, *gemm, bucket));
     } else if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
       const void* residual =
@@ -328,17 +387,17 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
   const bool small_batch = options.small_batch != OwnKernelMode::kOff &&
                            SmallBatchLinearSupports(storage, rows, step.k);
   if (small_batch && options.small_batch == OwnKernelMode::kAlways) {
-    return GemmKernel{GemmKernel::Kind::kSmallBatch, {}};
+    return GemmKernel::SmallBatch();
   }
   std::vector<GemmKernel> challengers;
   if (small_batch && rows <= kSmallBatchAutoMaxRows) {
-    challengers.push_back(GemmKernel{GemmKernel::Kind::kSmallBatch, {}});
+    challengers.push_back(GemmKernel::SmallBatch());
   }
   const bool skinny = options.skinny_gemm != OwnKernelMode::kOff &&
                       SkinnyGemmSupports(sm_major_, storage, rows, step.k);
   if (skinny) {
     for (const SkinnyGemmConfig& config : SkinnyGemmCandidates(rows, step.n, step.k)) {
-      challengers.push_back(GemmKernel{GemmKernel::Kind::kSkinny, config});
+      challengers.push_back(GemmKernel::Skinny(config));
     }
   }
   if (challengers.empty()) return cublaslt;
@@ -360,15 +419,7 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
       return *cached;
     }
   }
-  if (flush_.data() == nullptr) {
-    int l2_bytes = 0;
-    LTSERVE_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, options.gpu_device));
-    LTSERVE_ASSIGN_OR_RETURN(
-        flush_, DeviceBuffer::Create(2 * static_cast<std::size_t>(std::max(l2_bytes, 1 << 20)),
-                                     "L2 flush while timing GEMM kernels"));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_.data(), 0, flush_.bytes(), stream()));
-  }
+  LTSERVE_RETURN_IF_ERROR(EnsureFlush());
   GemmKernel best = cublaslt;
   float best_ms = std::numeric_limits<float>::infinity();
   if (!replace) {
@@ -396,6 +447,130 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
     }
   }
   cache.PutKernel(key, best);
+  return best;
+}
+
+Status DeviceState::EnsureFlush() {
+  if (flush_.data() != nullptr) return Status::Ok();
+  int l2_bytes = 0;
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, model_->options().gpu_device));
+  LTSERVE_ASSIGN_OR_RETURN(
+      flush_, DeviceBuffer::Create(2 * static_cast<std::size_t>(std::max(l2_bytes, 1 << 20)),
+                                   "L2 flush while timing GEMM kernels"));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_.data(), 0, flush_.bytes(), stream()));
+  return Status::Ok();
+}
+
+// Per bucket of up to kChainMaxRows rows and chainable run: the run's steps with the kernels
+// just chosen for them, and the layer-chain kernel in each configuration, each timed with the
+// L2 emptied first (a pass's weights are not in the L2 when it starts). kAlways takes the
+// fastest configuration wherever the kernel applies; kAuto only one clearly faster than the
+// steps. The choice is cached under the layers' shapes, the rows and the steps' own kernels.
+Status DeviceState::ChooseChains(GemmTuning& tuning, AlgoCache& cache, int* from_cache) {
+  const GpuModelOptions& options = model_->options();
+  const ElemType storage = StorageType(options.precision);
+  const std::size_t buckets = model_->buckets().size();
+  tuning.chains.assign(buckets, {});
+  if (options.layer_chain == OwnKernelMode::kOff || chain_scratch_.data() == nullptr) {
+    return Status::Ok();
+  }
+  LTSERVE_RETURN_IF_ERROR(EnsureFlush());
+  const bool always = options.layer_chain == OwnKernelMode::kAlways;
+  std::string rows_note;
+  for (const auto& [first, last] : ChainableRuns(tuning.steps)) {
+    std::array<ChainLayer, kChainMaxLayers> layers{};
+    if (!ChainLayers(tuning.steps, first, last, layers)) continue;
+    std::string taken;
+    for (std::size_t b = 0; b < buckets; ++b) {
+      const std::int64_t rows = model_->StepRows(first, b);
+      if (!ChainGemmSupports(sm_major_, storage, rows, layers.data(), last - first + 1)) continue;
+      std::string key = "chain," + std::string(PrecisionName(options.precision)) + ",rows=" +
+                        std::to_string(rows) + (always ? ",always" : ",auto");
+      for (std::size_t s = first; s <= last; ++s) {
+        const auto& step = std::get<GemmStep>(tuning.steps[s]);
+        key += ";" + std::to_string(step.k) + "->" + std::to_string(step.n) + ",act=" +
+               std::to_string(static_cast<int>(step.Effective(options.gelu))) +
+               (step.bias_offset != kNoOffset ? ",bias" : "") +
+               (step.residual != plan::kNoValue ? ",residual" : "") + ",";
+        std::string kernel = tuning.kernels[s][b].ToText();
+        std::replace(kernel.begin(), kernel.end(), ' ', '_');  // a key is one word in the file
+        key += kernel;
+      }
+      std::optional<ChainRun> best;
+      if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
+        ++*from_cache;
+        if (cached->kind == GemmKernel::Kind::kChain) best = ChainRun{first, last, cached->chain};
+      } else {
+        LTSERVE_ASSIGN_OR_RETURN(best, TimeChain(tuning, first, last, b, always));
+        cache.PutKernel(key, best.has_value() ? GemmKernel::Chain(best->config)
+                                              : GemmKernel{});
+      }
+      if (!best.has_value()) continue;
+      tuning.chains[b].push_back(*best);
+      taken += (taken.empty() ? " at " : ", ") + std::to_string(rows) + " rows (" +
+               best->config.Describe() + ")";
+    }
+    if (!taken.empty()) {
+      rows_note += (rows_note.empty() ? "" : "; ") + std::string("steps ") + std::to_string(first) +
+                   "-" + std::to_string(last) + taken;
+    }
+  }
+  if (!rows_note.empty()) tuning.notes.push_back("layer-chain kernel for " + rows_note);
+  return Status::Ok();
+}
+
+// The run's steps with their chosen kernels against every configuration of the layer-chain
+// kernel at bucket `b`, each timed with the L2 emptied; the fastest configuration if it is
+// clearly faster than the steps (kAlways: if it runs at all), else nullopt.
+Result<std::optional<ChainRun>> DeviceState::TimeChain(const GemmTuning& tuning, std::size_t first,
+                                                       std::size_t last, std::size_t b,
+                                                       bool always) {
+  const GpuModelOptions& options = model_->options();
+  const std::int64_t rows = model_->StepRows(first, b);
+  float steps_ms = std::numeric_limits<float>::infinity();
+  if (!always) {
+    std::vector<Gemm> gemms;  // the cuBLASLt steps' descriptors, made before timing
+    for (std::size_t s = first; s <= last; ++s) {
+      const auto& step = std::get<GemmStep>(tuning.steps[s]);
+      LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
+      gemms.push_back(std::move(gemm));
+    }
+    LTSERVE_ASSIGN_OR_RETURN(steps_ms, TimeColdOnStream([&]() -> Status {
+      for (std::size_t s = first; s <= last; ++s) {
+        const auto& step = std::get<GemmStep>(tuning.steps[s]);
+        const GemmKernel& kernel = tuning.kernels[s][b];
+        if (kernel.kind != GemmKernel::Kind::kCublasLt) {
+          LTSERVE_RETURN_IF_ERROR(RunOwnKernel(kernel, step, rows));
+          continue;
+        }
+        const Gemm& gemm = gemms[s - first];
+        LTSERVE_RETURN_IF_ERROR(RunCublasLt(step, rows, [&](const GemmOperands& operands) {
+          return gemm.RunWith(tuning.algos[s][b], handle_.get(), operands, workspace_.data(),
+                              workspace_.bytes(), stream());
+        }));
+      }
+      return Status::Ok();
+    }, flush_, stream()));
+  }
+  std::optional<ChainRun> best;
+  float best_ms = std::numeric_limits<float>::infinity();
+  for (const ChainGemmConfig& config : ChainGemmCandidates()) {
+    const ChainRun run{first, last, config};
+    Result<float> ms =
+        TimeColdOnStream([&] { return RunChain(tuning.steps, run, rows); }, flush_, stream());
+    if (!ms.ok()) {
+      if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
+      continue;
+    }
+    if (ms.value() < best_ms) {
+      best = run;
+      best_ms = ms.value();
+    }
+  }
+  if (!best.has_value() || !(always || ClearlyFaster(best_ms, steps_ms))) {
+    return std::optional<ChainRun>();
+  }
   return best;
 }
 
@@ -455,6 +630,7 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
           state->ChooseKernel(*step, rows, algo.value(), cache, &kernels_from_cache));
     }
   }
+  LTSERVE_RETURN_IF_ERROR(state->ChooseChains(tuning, cache, &kernels_from_cache));
   if (from_cache + kernels_from_cache > 0) {
     // Repeated shapes (the layers of an encoder) hit the cache too, file or not.
     tuning.notes.push_back(std::to_string(from_cache) + " GEMM algorithms " +

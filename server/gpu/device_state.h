@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -79,6 +80,18 @@ class DeviceState {
   Status RunCublasLt(const GemmStep& step, std::int64_t rows,
                      const std::function<Status(const GemmOperands&)>& matmul);
   Status RunOwnKernel(const GemmKernel& kernel, const GemmStep& step, std::int64_t rows);
+  // The layers of steps first..last of `steps` for the layer-chain kernel, on this state's
+  // buffers; false when there are more than kChainMaxLayers.
+  bool ChainLayers(const std::vector<Step>& steps, std::size_t first, std::size_t last,
+                   std::array<ChainLayer, kChainMaxLayers>& layers) const;
+  Status RunChain(const std::vector<Step>& steps, const ChainRun& run, std::int64_t rows);
+  Status EnsureFlush();
+  // Tune's: times each chainable run at each bucket of up to kChainMaxRows rows against its
+  // steps' chosen kernels and records the runs the layer-chain kernel takes over; the choice
+  // is kept in `cache` like a kernel choice.
+  Status ChooseChains(GemmTuning& tuning, AlgoCache& cache, int* from_cache);
+  Result<std::optional<ChainRun>> TimeChain(const GemmTuning& tuning, std::size_t first,
+                                            std::size_t last, std::size_t bucket, bool always);
   Status RunEmbed(const EmbedStep& step, std::size_t bucket);
   GemmOperands Operands(const GpuModel& model, const GemmStep& step) const;
   Result<cublasLtMatmulAlgo_t> ChooseAlgo(const GpuModel& model, const GemmStep& step,
@@ -101,6 +114,8 @@ class DeviceState {
   // LayerNorm and attention by programmatic dependent launch: the option, on sm_90 or newer.
   bool programmatic_ = false;
   int sm_major_ = 0;     // the device's compute capability
+  int sm_count_ = 0;     // the device's multiprocessors: the layer-chain kernel's grid
+  DeviceBuffer chain_scratch_;  // the layer-chain kernel's counters and partial sums; zeroed
   DeviceBuffer flush_;   // Tune's state only: overwritten to empty the L2 between timed runs
   std::string own_kernel_failure_;  // Tune's state only: why an own kernel first failed to run
 };

@@ -11,6 +11,8 @@ std::string GemmKernel::ToText() const {
     case Kind::kSkinny:
       return "skinny " + std::to_string(skinny.m_tile) + " " + std::to_string(skinny.row_tiles) +
              " " + std::to_string(skinny.unroll) + " " + std::to_string(skinny.cluster);
+    case Kind::kChain:
+      return "chain " + std::to_string(chain.units_per_block) + " " + (chain.prefetch ? "1" : "0");
   }
   return "cublaslt";
 }
@@ -34,6 +36,15 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
                                      static_cast<std::uint8_t>(values[1]),
                                      static_cast<std::uint8_t>(values[2]),
                                      static_cast<std::uint8_t>(values[3])};
+  } else if (word == "chain") {
+    int units = 0;
+    int prefetch = -1;
+    in >> units >> prefetch;
+    if (!in || (units != 1 && units != 2 && units != 4) || (prefetch != 0 && prefetch != 1)) {
+      return std::nullopt;
+    }
+    kernel.kind = Kind::kChain;
+    kernel.chain = ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch == 1};
   } else {
     return std::nullopt;
   }

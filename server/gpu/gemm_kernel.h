@@ -1,6 +1,8 @@
 // Which kernel runs one GEMM step at one bucket: cuBLASLt (with the algorithm chosen for that
 // step and bucket) or one of the executor's own, chosen by timing at load (DeviceState::Tune)
-// and kept in the algorithm cache file beside the cuBLASLt algorithms (algo_cache.h).
+// and kept in the algorithm cache file beside the cuBLASLt algorithms (algo_cache.h). The cache
+// also keeps whether a run of steps goes to the layer-chain kernel: kChain with its
+// configuration, or kCublasLt for "each step its own kernel".
 #pragma once
 
 #include <cstdint>
@@ -8,23 +10,46 @@
 #include <string>
 #include <string_view>
 
+#include "gpu/chain_gemm.h"
 #include "gpu/skinny_gemm.h"
 
 namespace ltserve::gpu {
 
 struct GemmKernel {
-  enum class Kind : std::uint8_t { kCublasLt, kSmallBatch, kSkinny };
+  enum class Kind : std::uint8_t { kCublasLt, kSmallBatch, kSkinny, kChain };
   Kind kind = Kind::kCublasLt;
   SkinnyGemmConfig skinny;  // kSkinny only
+  ChainGemmConfig chain;    // kChain only
+
+  static GemmKernel SmallBatch() { return WithKind(Kind::kSmallBatch); }
+  static GemmKernel Skinny(const SkinnyGemmConfig& config) {
+    GemmKernel kernel = WithKind(Kind::kSkinny);
+    kernel.skinny = config;
+    return kernel;
+  }
+  static GemmKernel Chain(const ChainGemmConfig& config) {
+    GemmKernel kernel = WithKind(Kind::kChain);
+    kernel.chain = config;
+    return kernel;
+  }
 
   friend bool operator==(const GemmKernel& a, const GemmKernel& b) {
-    return a.kind == b.kind && (a.kind != Kind::kSkinny || a.skinny == b.skinny);
+    return a.kind == b.kind && (a.kind != Kind::kSkinny || a.skinny == b.skinny) &&
+           (a.kind != Kind::kChain || a.chain == b.chain);
   }
-  // One word or, for kSkinny, the word and its four numbers: "cublaslt", "small-batch",
-  // "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster).
+  // One word or, for kSkinny and kChain, the word and its numbers: "cublaslt", "small-batch",
+  // "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1" (units_per_block,
+  // prefetch).
   std::string ToText() const;
   // The inverse of ToText; nullopt for anything else.
   static std::optional<GemmKernel> FromText(std::string_view text);
+
+ private:
+  static GemmKernel WithKind(Kind k) {
+    GemmKernel kernel;
+    kernel.kind = k;
+    return kernel;
+  }
 };
 
 }  // namespace ltserve::gpu

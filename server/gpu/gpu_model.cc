@@ -185,9 +185,38 @@ std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
   tuned->steps_ = std::move(tuning.steps);
   tuned->algos_ = std::move(tuning.algos);
   tuned->kernels_ = std::move(tuning.kernels);
+  tuned->chains_ = std::move(tuning.chains);
   tuned->notes_.insert(tuned->notes_.end(), tuning.notes.begin(), tuning.notes.end());
   tuned->tuned_ = true;
   return tuned;
+}
+
+const std::vector<ChainRun>& GpuModel::Chains(std::size_t bucket) const {
+  static const std::vector<ChainRun> kNone;
+  return bucket < chains_.size() ? chains_[bucket] : kNone;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> ChainableRuns(const std::vector<Step>& steps) {
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  std::size_t first = 0;
+  const auto close = [&](std::size_t end) {  // the run [first, end)
+    if (end >= first + static_cast<std::size_t>(kChainMinLayers)) runs.emplace_back(first, end - 1);
+  };
+  for (std::size_t s = 0; s <= steps.size(); ++s) {
+    const auto* step = s < steps.size() ? std::get_if<GemmStep>(&steps[s]) : nullptr;
+    bool extends = step != nullptr && s > first && s - first < kChainMaxLayers;
+    if (extends) {
+      extends = step->input == std::get<GemmStep>(steps[s - 1]).output;
+      for (std::size_t t = first; extends && t < s; ++t) {
+        extends = step->residual == plan::kNoValue ||
+                  step->residual != std::get<GemmStep>(steps[t]).output;
+      }
+    }
+    if (extends) continue;
+    close(s);
+    first = step != nullptr ? s : s + 1;
+  }
+  return runs;
 }
 
 std::size_t GpuModel::BucketFor(std::int64_t rows, std::int64_t sequences) const {

@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "gpu/buckets.h"
+#include "gpu/chain_gemm.h"
 #include "model/model_spec.h"
 #include "model/token_layout.h"
 #include "gpu/cuda_resources.h"
@@ -142,6 +143,20 @@ struct L2NormalizeStep {
 using Step = std::variant<GemmStep, PointwiseStep, LayerNormStep, AttentionStep, EmbedStep,
                           PoolStep, L2NormalizeStep>;
 
+// GEMM steps first_step..last_step run at a bucket as one launch of the layer-chain kernel
+// (chain_gemm.h) with `config`.
+struct ChainRun {
+  std::size_t first_step = 0;
+  std::size_t last_step = 0;
+  ChainGemmConfig config;
+};
+
+// Where the layer-chain kernel could take over: each maximal run of at least kChainMinLayers
+// consecutive GEMM steps (at most kChainMaxLayers, the rest starting a run of its own) in
+// which every step reads the step before's output and no residual is written inside the run.
+// As (first_step, last_step) pairs, in step order.
+std::vector<std::pair<std::size_t, std::size_t>> ChainableRuns(const std::vector<Step>& steps);
+
 // What tuning chose for a model: its steps (a layer cuBLASLt cannot fuse comes back as matmul +
 // pointwise), and per GEMM step and bucket the cuBLASLt algorithm and the kernel that runs;
 // notes for the load log.
@@ -149,6 +164,7 @@ struct GemmTuning {
   std::vector<Step> steps;
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos;  // [step][bucket], GEMM steps only
   std::vector<std::vector<GemmKernel>> kernels;          // [step][bucket], GEMM steps only
+  std::vector<std::vector<ChainRun>> chains;              // [bucket], in step order; may be empty
   std::vector<std::string> notes;
 };
 
@@ -197,6 +213,8 @@ class GpuModel {
   const GemmKernel& Kernel(std::size_t step, std::size_t bucket) const {
     return kernels_[step][bucket];
   }
+  // The runs of GEMM steps that run as one layer-chain launch at `bucket`, in step order.
+  const std::vector<ChainRun>& Chains(std::size_t bucket) const;
   // One line per decision worth a log line (unfused layers, cache use), for Describe().
   const std::vector<std::string>& notes() const { return notes_; }
   int fused_gemms() const;
@@ -219,6 +237,7 @@ class GpuModel {
   std::shared_ptr<const DeviceBuffer> weights_;
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos_;  // [step][bucket], GEMM steps only
   std::vector<std::vector<GemmKernel>> kernels_;          // [step][bucket], GEMM steps only
+  std::vector<std::vector<ChainRun>> chains_;             // [bucket]; empty: none anywhere
   std::vector<std::string> notes_;
   bool tuned_ = false;
 };

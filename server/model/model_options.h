@@ -21,8 +21,8 @@ const char* PrecisionName(Precision precision);  // "bf16", "fp16", "fp32", "tf3
 enum class GeluMode : std::uint8_t { kTanhEpilogue, kExact };
 
 // When to run a few-row Linear with one of the GPU executor's own kernels (the small-batch
-// matrix-vector kernel, the split-K skinny GEMM) instead of cuBLASLt: kAuto where it times
-// faster at load, kAlways wherever it can (tests), kOff never.
+// matrix-vector kernel, the split-K skinny GEMM, the layer-chain kernel) instead of cuBLASLt:
+// kAuto where it times faster at load, kAlways wherever it can (tests), kOff never.
 enum class OwnKernelMode : std::uint8_t { kAuto, kAlways, kOff };
 
 // Which executor may run the model: kAuto lowers when possible, kPlan makes failing to lower a
@@ -56,6 +56,8 @@ struct ModelOptions {
   std::uint64_t worker_poll_us = 0;
   OwnKernelMode small_batch = OwnKernelMode::kAuto;   // the matrix-vector kernel, 1-8 rows
   OwnKernelMode skinny_gemm = OwnKernelMode::kAuto;   // the split-K kernel, up to 128 rows
+  // Consecutive Linear layers in one persistent kernel, up to 32 rows (gpu/chain_gemm.h).
+  OwnKernelMode layer_chain = OwnKernelMode::kAuto;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal
   PathChoice execution_path = PathChoice::kAuto;

@@ -158,6 +158,20 @@ void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c
       EXPECT_EQ(describe.find("split-K kernel"), std::string::npos) << describe;
     }
   }
+  if (extra["layer_chain_kernel"] == "always") {
+    // SmallBatchPlan's chainable runs: steps 1-2 (step 1's residual is step 0's output, so
+    // step 0 stays out) and 3-6 (step 3's residual is the run's input), at every bucket of at
+    // most 32 rows; none in 32-bit storage.
+    if (sixteen_bit) {
+      EXPECT_NE(describe.find("layer-chain kernel for steps 1-2 at 1 rows"), std::string::npos)
+          << describe;
+      EXPECT_NE(describe.find("; steps 3-6 at 1 rows"), std::string::npos) << describe;
+      EXPECT_NE(describe.find(", 32 rows"), std::string::npos) << describe;
+      EXPECT_EQ(describe.find(", 64 rows"), std::string::npos) << describe;
+    } else {
+      EXPECT_EQ(describe.find("layer-chain"), std::string::npos) << describe;
+    }
+  }
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
   const std::string precision = c.precision;
@@ -227,6 +241,15 @@ TEST_P(PrecisionTest, SkinnyGemmKernelMatchesReference) {
   SKIP_WITHOUT_GPU();
   CheckAgainstReference(SmallBatchPlan(), GetParam(),
                         {{"skinny_gemm_kernel", "always"}, {"small_batch_kernel", "off"}});
+}
+
+// The layer-chain kernel for every chainable run up to 32 rows (on Hopper), at the
+// configuration that timed fastest; larger buckets run layer by layer. Its every
+// configuration: test_chain_gemm.cc.
+TEST_P(PrecisionTest, LayerChainKernelMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  CheckAgainstReference(SmallBatchPlan(), GetParam(),
+                        {{"layer_chain_kernel", "always"}, {"small_batch_kernel", "off"}});
 }
 
 TEST_P(PrecisionTest, AlignedWidthsFuseEveryLayerAndMatchReference) {
@@ -312,14 +335,16 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
 // Programmatic dependent launch only moves when a kernel may start: every plan, through its
 // graphs and without them, gives bit for bit what ordinary launches give (LayerNorm and the
 // conversions in the zoo, the small-batch and the split-K kernels chained layer after layer,
-// whose weight loads start before the layer before has finished). Both factories read their
+// whose weight loads start before the layer before has finished, and the layer-chain kernel,
+// whose first ones do). Both factories read their
 // kernel choices from one cache file, so that they run the same kernels.
 TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   SKIP_WITHOUT_GPU();
   const std::pair<std::shared_ptr<const plan::Plan>, std::map<std::string, std::string>> cases[] = {
       {ZooPlan(), {{"small_batch_kernel", "always"}}},
       {SmallBatchPlan(), {{"small_batch_kernel", "always"}}},
-      {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"skinny_gemm_kernel", "always"}}}};
+      {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"skinny_gemm_kernel", "always"}}},
+      {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"layer_chain_kernel", "always"}}}};
   for (const auto& [plan, kernels] : cases) {
     const std::filesystem::path cache = std::filesystem::temp_directory_path() /
                                         ("ltserve_algo_cache_" + std::to_string(Rng()()));

@@ -18,6 +18,7 @@
 #include "gpu/gpu_executor.h"
 #include "gpu/skinny_gemm.h"
 #include "reference.h"
+#include "sixteen_bit.h"
 #include "test_support.h"
 
 namespace ltserve {
@@ -26,52 +27,11 @@ namespace {
 using gpu::ElemType;
 using gpu::SkinnyGemmConfig;
 using plan::Activation;
+using testing::DeviceHalves;
+using testing::FromBits;
+using testing::kGuard;
+using testing::RoundToBits;
 using testing::Random;
-
-// Elements past the output that must keep their poison.
-constexpr std::size_t kGuard = 512;
-constexpr std::uint16_t kPoison = 0xffff;  // NaN in bf16 and in fp16
-
-// Per element |out − ref| ≤ kRel·|ref| + kAbs: a 16-bit output rounds once (bf16 2⁻⁹, fp16
-// 2⁻¹² relative) after fp32 accumulation, whose error is far smaller at these K.
-struct Tolerance {
-  double rel;
-  double abs;
-};
-constexpr Tolerance kBf16Tolerance{8e-3, 1e-3};
-constexpr Tolerance kFp16Tolerance{1.5e-3, 2e-4};
-
-std::uint16_t ToBits(float v, ElemType type) {
-  return type == ElemType::kBf16 ? FloatToBf16(v) : FloatToFp16(v);
-}
-float FromBits(std::uint16_t bits, ElemType type) {
-  return type == ElemType::kBf16 ? Bf16ToFloat(bits) : Fp16ToFloat(bits);
-}
-
-// 16-bit values on the device, owned.
-class DeviceHalves {
- public:
-  explicit DeviceHalves(std::size_t count) : count_(count) {
-    EXPECT_EQ(cudaMalloc(&data_, count * 2), cudaSuccess);
-  }
-  ~DeviceHalves() { cudaFree(data_); }
-  DeviceHalves(const DeviceHalves&) = delete;
-  DeviceHalves& operator=(const DeviceHalves&) = delete;
-  void* data() const { return data_; }
-  void Upload(const std::vector<std::uint16_t>& values) {
-    ASSERT_EQ(values.size(), count_);
-    ASSERT_EQ(cudaMemcpy(data_, values.data(), count_ * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<std::uint16_t> Download() const {
-    std::vector<std::uint16_t> values(count_);
-    EXPECT_EQ(cudaMemcpy(values.data(), data_, count_ * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-    return values;
-  }
-
- private:
-  void* data_ = nullptr;
-  std::size_t count_;
-};
 
 struct Problem {
   std::int64_t rows, n, k;
@@ -117,11 +77,7 @@ struct Case {
   std::vector<double> reference;
 
   Case(const Problem& problem, ElemType t) : p(problem), type(t) {
-    const auto quantize = [&](const std::vector<float>& values) {
-      std::vector<std::uint16_t> bits(values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) bits[i] = ToBits(values[i], type);
-      return bits;
-    };
+    const auto quantize = [&](const std::vector<float>& values) { return RoundToBits(values, type); };
     x = quantize(Random(p.rows * p.k, 1.0f));
     w = quantize(Random(p.n * p.k, 1.0f / std::sqrt(static_cast<float>(p.k))));
     if (p.bias) bias = quantize(Random(p.n, 0.5f));
@@ -167,29 +123,8 @@ struct DeviceCase {
   }
 };
 
-// The number of elements outside the tolerance (and prints the first), plus the guard check.
 void ExpectMatches(const Case& c, const std::vector<std::uint16_t>& out, const std::string& what) {
-  const Tolerance tolerance = c.type == ElemType::kBf16 ? kBf16Tolerance : kFp16Tolerance;
-  const std::size_t count = c.reference.size();
-  int bad = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const double v = FromBits(out[i], c.type);
-    const double error = std::abs(v - c.reference[i]);
-    const double bound = tolerance.rel * std::abs(c.reference[i]) + tolerance.abs;
-    if (!(error <= bound)) {  // NaN (poison left behind) counts as bad
-      if (bad++ == 0) {
-        ADD_FAILURE() << what << ": element " << i << " (row " << i / c.p.n << ", column "
-                      << i % c.p.n << ") is " << v << ", reference " << c.reference[i];
-      }
-    }
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << count << " elements off";
-  for (std::size_t i = count; i < out.size(); ++i) {
-    if (out[i] != kPoison) {
-      ADD_FAILURE() << what << ": wrote past the output, at element " << i;
-      break;
-    }
-  }
+  testing::ExpectMatches(out, c.reference, c.type, c.p.n, what);
 }
 
 std::string Name(const Problem& p, ElemType type) {
@@ -197,22 +132,8 @@ std::string Name(const Problem& p, ElemType type) {
          "x" + std::to_string(p.k) + " -> " + std::to_string(p.n);
 }
 
-bool HopperAvailable() {
-  int device = 0;
-  int major = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         major >= 9;
-}
-
-#define SKIP_WITHOUT_HOPPER()                                                         \
-  do {                                                                                \
-    SKIP_WITHOUT_GPU();                                                               \
-    if (!HopperAvailable()) GTEST_SKIP() << "the split-K kernel needs sm_90 or newer"; \
-  } while (false)
-
 TEST(SkinnyGemm, EveryShapeAndClusterMatchesReference) {
-  SKIP_WITHOUT_HOPPER();
+  SKIP_WITHOUT_HOPPER("the split-K kernel");
   for (const ElemType type : {ElemType::kBf16, ElemType::kFp16}) {
     for (const Problem& p : kProblems) {
       const Case c(p, type);
@@ -230,7 +151,7 @@ TEST(SkinnyGemm, EveryShapeAndClusterMatchesReference) {
 // The sum over the cluster runs in rank order and every block's loop in chunk order: the same
 // launch twice gives the same bits, programmatic or not.
 TEST(SkinnyGemm, RerunsAreBitEqual) {
-  SKIP_WITHOUT_HOPPER();
+  SKIP_WITHOUT_HOPPER("the split-K kernel");
   const Case c(kProblems[4], ElemType::kBf16);
   DeviceCase device(c);
   for (const SkinnyGemmConfig& config : gpu::SkinnyGemmCandidates(c.p.rows, c.p.n, c.p.k)) {
@@ -294,17 +215,21 @@ TEST(SkinnyGemm, LauncherRefusesWhatItCannotRun) {
 TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   using gpu::GemmKernel;
   const GemmKernel kernels[] = {GemmKernel{},
-                                GemmKernel{GemmKernel::Kind::kSmallBatch, {}},
-                                GemmKernel{GemmKernel::Kind::kSkinny, {32, 2, 4, 8}}};
+                                GemmKernel::SmallBatch(),
+                                GemmKernel::Skinny({32, 2, 4, 8}),
+                                GemmKernel::Chain({4, false}),
+                                GemmKernel::Chain({1, true})};
   for (const GemmKernel& kernel : kernels) {
     const auto back = GemmKernel::FromText(kernel.ToText());
     ASSERT_TRUE(back.has_value()) << kernel.ToText();
     EXPECT_EQ(*back, kernel) << kernel.ToText();
   }
-  const GemmKernel skinny{GemmKernel::Kind::kSkinny, {32, 2, 4, 8}};
+  const GemmKernel skinny = GemmKernel::Skinny({32, 2, 4, 8});
   EXPECT_EQ(skinny.ToText(), "skinny 32 2 4 8");
+  EXPECT_EQ(GemmKernel::Chain({2, true}).ToText(), "chain 2 1");
   for (const char* bad : {"", "cublas", "skinny 32 2 4", "skinny 32 2 4 0", "skinny 32 2 4 8 1",
-                          "small-batch 1", "skinny a b c d"}) {
+                          "small-batch 1", "skinny a b c d", "chain 3 1", "chain 2 2", "chain 2",
+                          "chain 2 1 0"}) {
     EXPECT_FALSE(GemmKernel::FromText(bad).has_value()) << "'" << bad << "'";
   }
 }

@@ -1,0 +1,478 @@
+// The persistent kernel for a run of Linear layers at few rows (chain_gemm.h).
+//
+// Work. Every layer is cut into units of 128 outputs (a group: 8 warps × 16 W rows) by one
+// slice of K (a multiple of 128, at most 1024). Units are numbered layer after layer, and
+// block b takes units b, b + grid, b + 2·grid, ... in order. A unit's block
+//   1. asks the L2 for the weights of its next unit (so DRAM streams while it waits below),
+//   2. loads its first 128 K of weights into registers (they depend on nothing),
+//   3. waits until the groups of the previous layer that its K slice reads are flagged ready,
+//   4. stages that slice of the input rows in shared memory and multiplies: Yᵀ = W·Xᵀ on
+//      mma.m16n8k16, W's 16-byte loads used as A fragments as they are (the slot order of
+//      skinny_gemm.cu), the next 128 K of W in flight during each chunk's mmas,
+//   5. with one slice: applies bias, residual and activation and stores the group's outputs;
+//      with more: stores its fp32 partial sums, and the block that finishes a group's last
+//      slice sums all slices in slice order (bit-reproducible, whoever finishes last) and
+//      stores the outputs,
+//   6. flags the group ready (release), which is what step 3 of the next layer waits for.
+// No unit waits for a later one, and all blocks are resident (a cooperative launch), so the
+// lowest unfinished unit can always run: no deadlock. The last block to finish zeroes the
+// counters and flags for the next launch.
+//
+// Why it beats one kernel per layer at few rows: a layer's kernel pays its launch, its first
+// DRAM round trip and its tail in series with the next (bench/RESULTS.md: 6–7 µs a kernel that
+// bytes do not explain). Here the next layer's weights are already streaming while the last
+// groups of this one are reduced.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "gpu/chain_gemm.h"
+#include "gpu/kernels_device.cuh"
+#include "gpu/tensor_core_device.cuh"
+
+namespace ltserve::gpu {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kGroup = kWarps * 16;  // outputs per unit
+constexpr int kVector = 8;           // 16-bit elements per 16-byte load
+constexpr int kStep = 32;            // K per pair of mmas
+constexpr int kChunk = 128;          // K per register load of W
+constexpr int kStepsPerChunk = kChunk / kStep;
+constexpr int kMaxSliceChunks = 8;   // a unit's K slice is at most 1024: its X fits in shared memory
+// A staged X row's stride in halves: 64 bytes past a multiple of 128, so the 8 threads of a
+// quarter-warp (rows g, 4 offsets t) hit distinct 16-byte bank groups.
+constexpr int kXStride = kMaxSliceChunks * kChunk + 32;
+constexpr int kPartStride = kGroup + 4;  // floats per partial-sum row: fewer bank conflicts
+constexpr int kPossibleUnitsPerBlock[] = {1, 2, 4};
+
+struct LayerArgs {
+  const void* weight;
+  const void* bias;
+  const void* residual;
+  void* output;
+  int n;
+  int k;
+  int groups;
+  int slices;
+  int slice_k;
+  int first_unit;      // the chain-wide number of its first unit
+  int sync_offset;     // its counters [groups], then its ready flags [groups], in ChainArgs::sync
+  long long partial_offset;  // floats into ChainArgs::partials: [slices][rows][n]
+  plan::Activation act;
+};
+
+struct ChainArgs {
+  LayerArgs layer[kChainMaxLayers];
+  const void* input;
+  float* partials;
+  int* sync;  // [0]: blocks finished; then per layer counters and flags
+  int sync_ints;
+  int layers;
+  int rows;
+  int total_units;
+  int prefetch;
+};
+
+// How one layer is cut: groups of 128 outputs, slices of K, both as even as the units wanted
+// (`units_target`) allow.
+struct Division {
+  std::int64_t groups;
+  std::int64_t slices;
+  std::int64_t slice_k;
+};
+
+Division Divide(std::int64_t n, std::int64_t k, std::int64_t units_target) {
+  const std::int64_t groups = (n + kGroup - 1) / kGroup;
+  const std::int64_t chunks = (k + kChunk - 1) / kChunk;
+  const std::int64_t slices_wanted = std::max<std::int64_t>(1, (units_target + groups - 1) / groups);
+  const std::int64_t slice_chunks =
+      std::clamp<std::int64_t>((chunks + slices_wanted - 1) / slices_wanted, 1, kMaxSliceChunks);
+  return Division{groups, (chunks + slice_chunks - 1) / slice_chunks, slice_chunks * kChunk};
+}
+
+std::size_t SyncBytes(const ChainLayer* layers, std::size_t count) {
+  std::size_t ints = 1;
+  for (std::size_t l = 0; l < count; ++l) {
+    ints += 2 * static_cast<std::size_t>((layers[l].out_features + kGroup - 1) / kGroup);
+  }
+  return (ints * sizeof(int) + 255) / 256 * 256;
+}
+
+std::size_t PartialBytes(const ChainLayer* layers, std::size_t count, std::int64_t units_target) {
+  std::size_t bytes = 0;
+  for (std::size_t l = 0; l < count; ++l) {
+    const Division d = Divide(layers[l].out_features, layers[l].in_features, units_target);
+    if (d.slices > 1) {
+      bytes += static_cast<std::size_t>(d.slices * kChainMaxRows * layers[l].out_features) *
+               sizeof(float);
+    }
+  }
+  return bytes;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ int LoadAcquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void StoreRelease(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Which layer chain-wide unit `unit` belongs to, and its number within the layer.
+__device__ __forceinline__ int LayerOf(const ChainArgs& a, int unit) {
+  int l = 0;
+  while (l + 1 < a.layers && unit >= a.layer[l + 1].first_unit) ++l;
+  return l;
+}
+
+// One bulk L2 prefetch per W row of the unit (thread i: row i of the group).
+__device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit) {
+  if (unit >= a.total_units || threadIdx.x >= kGroup) return;
+  const LayerArgs& L = a.layer[LayerOf(a, unit)];
+  const int local = unit - L.first_unit;
+  const int n = (local / L.slices) * kGroup + static_cast<int>(threadIdx.x);
+  const int k0 = (local % L.slices) * L.slice_k;
+  const int k1 = min(k0 + L.slice_k, L.k);
+  if (n >= L.n) return;
+  const auto* row = static_cast<const std::uint16_t*>(L.weight) + static_cast<long long>(n) * L.k + k0;
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"((k1 - k0) * 2)
+               : "memory");
+}
+#endif
+
+template <typename T, int kNTiles>
+__global__ void __launch_bounds__(kThreads, 1) ChainGemmKernel(const ChainArgs args) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kRows = kNTiles * 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* xs = reinterpret_cast<std::uint16_t*>(smem);                          // [kRows][kXStride]
+  auto* part = reinterpret_cast<float*>(smem + kRows * kXStride * 2);         // [kRows][kPartStride]
+  __shared__ int last;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int rows = args.rows;
+  bool waited = false;
+  const auto wait_prior = [&] {
+    if (waited) return;
+    // Everything below may touch memory the kernel before wrote (its outputs, or this
+    // scratch's counters, which the previous launch zeroes last thing).
+    WaitForPriorKernel();
+    AllowDependentLaunch();
+    waited = true;
+  };
+
+  if (args.prefetch) PrefetchUnit(args, blockIdx.x);
+  for (int unit = blockIdx.x; unit < args.total_units; unit += gridDim.x) {
+    const int l = LayerOf(args, unit);
+    const LayerArgs& L = args.layer[l];
+    const int local = unit - L.first_unit;
+    const int group = local / L.slices;
+    const int slice = local % L.slices;
+    const int k0 = slice * L.slice_k;
+    const int k1 = min(k0 + L.slice_k, L.k);
+    const int chunks = (k1 - k0 + kChunk - 1) / kChunk;
+    const int n_warp = group * kGroup + warp * 16;
+    const auto* w = static_cast<const std::uint16_t*>(L.weight);
+    if (args.prefetch) PrefetchUnit(args, unit + gridDim.x);
+
+    uint4 wr[2][kStepsPerChunk];
+    uint4 wr_next[2][kStepsPerChunk];
+    const auto load_w = [&](uint4 (&dst)[2][kStepsPerChunk], int k_base) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int n = n_warp + h * 8 + g;
+        const std::uint16_t* row = w + static_cast<long long>(n < L.n ? n : 0) * L.k;
+#pragma unroll
+        for (int u = 0; u < kStepsPerChunk; ++u) {
+          const int k = k_base + u * kStep + t * kVector;
+          dst[h][u] = n < L.n && k < k1 ? __ldg(reinterpret_cast<const uint4*>(row + k))
+                                        : uint4{0u, 0u, 0u, 0u};
+        }
+      }
+    };
+    load_w(wr, k0);
+    wait_prior();
+
+    // The groups of the previous layer whose outputs are this slice of K.
+    if (l > 0) {
+      const LayerArgs& P = args.layer[l - 1];
+      const int first = k0 / kGroup;
+      const int count = (k1 - 1) / kGroup - first + 1;
+      if (static_cast<int>(threadIdx.x) < count) {
+        const int* flag = args.sync + P.sync_offset + P.groups + first + threadIdx.x;
+        while (LoadAcquire(flag) == 0) {
+        }
+      }
+    }
+    __syncthreads();
+
+    // X rows [0, rows) × K [k0, k0 + chunks·128), zeros past either end (a NaN-free pad: W is
+    // zero there, and 0 × garbage could be NaN).
+    {
+      const auto* x = static_cast<const std::uint16_t*>(l == 0 ? args.input : args.layer[l - 1].output);
+      const int vectors = chunks * kChunk / kVector;  // per staged row
+      for (int e = threadIdx.x; e < kRows * vectors; e += kThreads) {
+        const int r = e / vectors;
+        const int v = e % vectors;
+        const int k = k0 + v * kVector;
+        const bool valid = r < rows && k < k1;
+        CopyAsync16(xs + r * kXStride + v * kVector,
+                    valid ? x + static_cast<long long>(r) * L.k + k : x, valid);
+      }
+      CommitCopies();
+      WaitCopies<0>();
+    }
+    __syncthreads();
+
+    float acc[kNTiles][4];
+#pragma unroll
+    for (int i = 0; i < kNTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    for (int c = 0; c < chunks; ++c) {
+      if (c + 1 < chunks) load_w(wr_next, k0 + (c + 1) * kChunk);
+      const std::uint16_t* xc = xs + g * kXStride + c * kChunk + t * kVector;
+#pragma unroll
+      for (int u = 0; u < kStepsPerChunk; ++u) {
+#pragma unroll
+        for (int i = 0; i < kNTiles; ++i) {
+          const uint4 xv = *reinterpret_cast<const uint4*>(xc + i * 8 * kXStride + u * kStep);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const std::uint32_t a[4] = {SlotPair(wr[0][u], 2 * j), SlotPair(wr[1][u], 2 * j),
+                                        SlotPair(wr[0][u], 2 * j + 1), SlotPair(wr[1][u], 2 * j + 1)};
+            Mma<T>::Run(acc[i], a, SlotPair(xv, 2 * j), SlotPair(xv, 2 * j + 1));
+          }
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int u = 0; u < kStepsPerChunk; ++u) wr[h][u] = wr_next[h][u];
+      }
+    }
+
+    // Accumulator element e of tile i is Yᵀ[output g (+8 for e >= 2)][row 8i + 2t (+1 for odd e)].
+#pragma unroll
+    for (int i = 0; i < kNTiles; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        part[(i * 8 + 2 * t + (e & 1)) * kPartStride + warp * 16 + g + (e >= 2 ? 8 : 0)] = acc[i][e];
+      }
+    }
+    __syncthreads();
+
+    const int n_group = group * kGroup;
+    float* partials = args.partials + L.partial_offset;
+    bool finish = L.slices == 1;
+    if (!finish) {
+      for (int o = threadIdx.x; o < rows * kGroup; o += kThreads) {
+        const int m = o / kGroup;
+        const int n = n_group + o % kGroup;
+        if (n < L.n) {
+          __stcg(partials + (static_cast<long long>(slice) * rows + m) * L.n + n,
+                 part[m * kPartStride + o % kGroup]);
+        }
+      }
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) last = atomicAdd(args.sync + L.sync_offset + group, 1) == L.slices - 1;
+      __syncthreads();
+      finish = last != 0;
+      if (finish) __threadfence();  // the other slices' partial sums are visible below
+    }
+    if (finish) {
+      const auto* bias = static_cast<const T*>(L.bias);
+      const auto* residual = static_cast<const T*>(L.residual);
+      auto* y = static_cast<T*>(L.output);
+      for (int o = threadIdx.x; o < rows * kGroup; o += kThreads) {
+        const int m = o / kGroup;
+        const int n = n_group + o % kGroup;
+        if (n >= L.n) continue;
+        float v = 0.f;
+        if (L.slices == 1) {
+          v = part[m * kPartStride + o % kGroup];
+        } else {
+          for (int s = 0; s < L.slices; ++s) {
+            v += s == slice ? part[m * kPartStride + o % kGroup]
+                            : __ldcg(partials + (static_cast<long long>(s) * rows + m) * L.n + n);
+          }
+        }
+        const long long out = static_cast<long long>(m) * L.n + n;
+        if (bias != nullptr) v += Load(bias, n);
+        if (residual != nullptr) v += Load(residual, out);
+        Store(y, out, Activate(L.act, v));
+      }
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) StoreRelease(args.sync + L.sync_offset + L.groups + group, 1);
+    }
+    __syncthreads();  // shared memory is the next unit's
+  }
+
+  wait_prior();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(args.sync, 1) == static_cast<int>(gridDim.x) - 1;
+  }
+  __syncthreads();
+  if (last != 0) {
+    // Every other block has finished every unit: nobody reads a counter or flag any more.
+    for (int i = 1 + threadIdx.x; i < args.sync_ints; i += kThreads) args.sync[i] = 0;
+    if (threadIdx.x == 0) args.sync[0] = 0;
+  }
+#endif
+}
+
+template <typename T, int kNTiles>
+cudaError_t LaunchTyped(const ChainArgs& args, int sm_count, bool programmatic,
+                        cudaStream_t stream) {
+  const auto kernel = ChainGemmKernel<T, kNTiles>;
+  constexpr int kRows = kNTiles * 8;
+  constexpr int kSmem = kRows * kXStride * 2 + kRows * kPartStride * 4;
+  // Per device, once: the first launch on a device is at load (timing), never under capture.
+  static std::atomic<std::uint64_t> opted_in{0};
+  int device = 0;
+  if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
+  const std::uint64_t bit = std::uint64_t{1} << (device % 64);
+  if ((opted_in.load() & bit) == 0) {
+    if (const cudaError_t error =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+        error != cudaSuccess) {
+      return error;
+    }
+    opted_in.fetch_or(bit);
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(sm_count));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmem;
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2]{};
+  // Blocks wait on each other's flags: every block must be resident at once.
+  attributes[0].id = cudaLaunchAttributeCooperative;
+  attributes[0].val.cooperative = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attributes;
+  config.numAttrs = programmatic ? 2 : 1;
+  return cudaLaunchKernelEx(&config, kernel, args);
+}
+
+}  // namespace
+
+std::string ChainGemmConfig::Describe() const {
+  return "chain, " + std::to_string(units_per_block) + " unit" +
+         (units_per_block == 1 ? "" : "s") + " a block" + (prefetch ? ", L2 prefetch" : "");
+}
+
+bool ChainGemmSupports(int sm_major, ElemType type, std::int64_t rows, const ChainLayer* layers,
+                       std::size_t layer_count) {
+  if (sm_major < 9 || type == ElemType::kFp32 || rows < 1 || rows > kChainMaxRows ||
+      layers == nullptr || layer_count < static_cast<std::size_t>(kChainMinLayers) ||
+      layer_count > kChainMaxLayers) {
+    return false;
+  }
+  for (std::size_t l = 0; l < layer_count; ++l) {
+    const ChainLayer& layer = layers[l];
+    if (layer.in_features < kVector || layer.in_features % kVector != 0 ||
+        layer.in_features >= (std::int64_t{1} << 30) || layer.out_features < 1 ||
+        layer.out_features >= (std::int64_t{1} << 30) ||
+        (l > 0 && layer.in_features != layers[l - 1].out_features)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<ChainGemmConfig> ChainGemmCandidates() {
+  std::vector<ChainGemmConfig> candidates;
+  for (const int units : kPossibleUnitsPerBlock) {
+    for (const bool prefetch : {true, false}) {
+      candidates.push_back(ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch});
+    }
+  }
+  return candidates;
+}
+
+std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count) {
+  std::size_t partials = 0;
+  for (const int units : kPossibleUnitsPerBlock) {
+    partials = std::max(partials, PartialBytes(layers, layer_count,
+                                               static_cast<std::int64_t>(sm_count) * units));
+  }
+  return SyncBytes(layers, layer_count) + partials;
+}
+
+cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
+                            const ChainLayer* layers, std::size_t layer_count, std::int64_t rows,
+                            ElemType type, void* scratch, std::size_t scratch_bytes,
+                            int sm_count, bool programmatic, cudaStream_t stream) {
+  const bool units_ok = std::find(std::begin(kPossibleUnitsPerBlock), std::end(kPossibleUnitsPerBlock),
+                                  config.units_per_block) != std::end(kPossibleUnitsPerBlock);
+  if (!ChainGemmSupports(9, type, rows, layers, layer_count) || !units_ok || sm_count < 1 ||
+      input == nullptr || scratch == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  const std::int64_t units_target = static_cast<std::int64_t>(sm_count) * config.units_per_block;
+  const std::size_t sync_bytes = SyncBytes(layers, layer_count);
+  if (sync_bytes + PartialBytes(layers, layer_count, units_target) > scratch_bytes) {
+    return cudaErrorInvalidValue;
+  }
+  ChainArgs args{};
+  args.input = input;
+  args.sync = static_cast<int*>(scratch);
+  args.sync_ints = static_cast<int>(sync_bytes / sizeof(int));
+  args.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + sync_bytes);
+  args.layers = static_cast<int>(layer_count);
+  args.rows = static_cast<int>(rows);
+  args.prefetch = config.prefetch ? 1 : 0;
+  std::int64_t units = 0;
+  std::int64_t sync_offset = 1;
+  std::int64_t partial_offset = 0;
+  for (std::size_t l = 0; l < layer_count; ++l) {
+    const ChainLayer& layer = layers[l];
+    if (layer.weight == nullptr || layer.output == nullptr) return cudaErrorInvalidValue;
+    const Division d = Divide(layer.out_features, layer.in_features, units_target);
+    LayerArgs& a = args.layer[l];
+    a.weight = layer.weight;
+    a.bias = layer.bias;
+    a.residual = layer.residual;
+    a.output = layer.output;
+    a.n = static_cast<int>(layer.out_features);
+    a.k = static_cast<int>(layer.in_features);
+    a.groups = static_cast<int>(d.groups);
+    a.slices = static_cast<int>(d.slices);
+    a.slice_k = static_cast<int>(d.slice_k);
+    a.first_unit = static_cast<int>(units);
+    a.sync_offset = static_cast<int>(sync_offset);
+    a.partial_offset = partial_offset;
+    a.act = layer.act;
+    units += d.groups * d.slices;
+    sync_offset += 2 * d.groups;
+    if (d.slices > 1) partial_offset += d.slices * kChainMaxRows * layer.out_features;
+  }
+  if (units >= (std::int64_t{1} << 30)) return cudaErrorInvalidValue;
+  args.total_units = static_cast<int>(units);
+  const auto launch = [&](auto zero) -> cudaError_t {
+    using T = decltype(zero);
+    if (rows <= 8) return LaunchTyped<T, 1>(args, sm_count, programmatic, stream);
+    if (rows <= 16) return LaunchTyped<T, 2>(args, sm_count, programmatic, stream);
+    return LaunchTyped<T, 4>(args, sm_count, programmatic, stream);
+  };
+  return type == ElemType::kBf16 ? launch(__nv_bfloat16{}) : launch(__half{});
+}
+
+}  // namespace ltserve::gpu

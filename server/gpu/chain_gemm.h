@@ -1,0 +1,82 @@
+// A run of Linear layers in one persistent kernel (chain_gemm.cu), for few rows: an MLP at
+// batch 1–32 is bound by streaming its weights once, yet as one kernel per layer it pays each
+// kernel's launch, ramp-up and tail in series (bench/RESULTS.md: the MLP 1024-4096-4096-1024
+// at 1.9–2.5× its memory floor with every layer near its best alone). Here one grid of one
+// block per SM walks every layer's work, and a block starts loading a layer's weights before
+// the layer before it has finished: it waits only for the few columns of input its slice of K
+// needs, flagged ready by whichever block finished them, not for the whole layer or a new
+// launch.
+//
+// Hopper (sm_90) and newer; 16-bit storage only (bf16/fp16 tensor cores); every in_features
+// a multiple of 8 (16-byte loads). Whether it runs a model's layers at a bucket is chosen by
+// timing at load (DeviceState::Tune) against the layers' own kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/kernels.h"
+#include "plan/plan.h"
+
+namespace ltserve::gpu {
+
+constexpr std::int64_t kChainMaxRows = 32;   // rows (the bucket) up to which it is offered
+constexpr std::size_t kChainMaxLayers = 8;   // layers one launch takes
+constexpr std::int64_t kChainMinLayers = 2;  // one layer alone is the split-K kernel's job
+
+// One layer: output = act(input·weightᵀ + bias + residual); layer i's input is layer i−1's
+// output (the chain's input for layer 0). `bias` and `residual` may be null; a residual must
+// not be written by the chain itself (it is read without waiting for any layer).
+struct ChainLayer {
+  const void* weight = nullptr;  // [out_features, in_features], row-major
+  const void* bias = nullptr;    // [out_features]
+  const void* residual = nullptr;  // [rows, out_features]
+  void* output = nullptr;          // [rows, out_features]
+  std::int64_t out_features = 0;
+  std::int64_t in_features = 0;
+  plan::Activation act = plan::Activation::kNone;
+};
+
+// How one launch divides the work. A unit is 128 outputs of one layer over one slice of its
+// K; each layer is cut into about `units_per_block` units per block (K sliced finer where a
+// layer has fewer output groups than that). `prefetch`: a block asks the L2 for its next
+// unit's weights when it starts a unit, so DRAM keeps streaming while it waits for inputs or
+// reduces partial sums.
+struct ChainGemmConfig {
+  std::uint8_t units_per_block = 2;  // 1, 2 or 4
+  bool prefetch = true;
+
+  std::string Describe() const;  // for the load log: "chain, 2 units a block, L2 prefetch"
+  friend bool operator==(const ChainGemmConfig& a, const ChainGemmConfig& b) {
+    return a.units_per_block == b.units_per_block && a.prefetch == b.prefetch;
+  }
+};
+
+// Whether the kernel can run these layers at `rows` on a device of compute capability
+// `sm_major`: 16-bit storage, 1..kChainMaxRows rows, kChainMinLayers..kChainMaxLayers layers,
+// each layer's in_features the previous one's out_features, a multiple of 8 and below 2^30.
+bool ChainGemmSupports(int sm_major, ElemType type, std::int64_t rows,
+                       const ChainLayer* layers, std::size_t layer_count);
+
+// The configurations worth timing.
+std::vector<ChainGemmConfig> ChainGemmCandidates();
+
+// Device memory one instance needs for launches on these layer shapes (partial sums of the K
+// slices, one counter and one ready flag per group of outputs), zeroed before the first
+// launch and left zeroed by every launch that completes. `sm_count`: the device's.
+std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count);
+
+// Enqueues the layers on `stream` as one cooperative launch of `sm_count` blocks. Returns
+// cudaErrorInvalidValue for what ChainGemmSupports refuses or a scratch smaller than
+// ChainGemmScratchBytes, else the launch's error. One launch at a time per scratch.
+// `programmatic`: its first weight loads issued before waiting for the kernel before it.
+cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
+                            const ChainLayer* layers, std::size_t layer_count, std::int64_t rows,
+                            ElemType type, void* scratch, std::size_t scratch_bytes,
+                            int sm_count, bool programmatic, cudaStream_t stream);
+
+}  // namespace ltserve::gpu
