@@ -31,6 +31,7 @@
 #include "gpu/gpu_factory.h"
 #include "gpu_forward_timer.h"
 #include "option_ab.h"
+#include "chain_gemm_table.h"
 #include "skinny_gemm_table.h"
 
 namespace {
@@ -451,6 +452,10 @@ int main(int argc, char** argv) {
     // Only the lone-request anatomy (the served benchmark's run prints it beside its tables).
     return BenchCopiesInGraph("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
   }
+  if (argc > 3 && (std::string(argv[3]) == "chain" || std::string(argv[3]) == "chain-profile")) {
+    // The layer-chain kernel alone: its table, or one launch of each configuration to profile.
+    return PrintChainGemmTable(MeasureCopyTBps(), std::string(argv[3]) == "chain-profile");
+  }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
   }
@@ -467,6 +472,7 @@ int main(int argc, char** argv) {
     failures += BenchModel("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt", max_batch, peak, copy);
     failures += BenchModel("FFN 4096-16384-4096 GELU(tanh)", dir + "/ffn.pt", max_batch, peak, copy);
     failures += PrintSkinnyGemmTable(copy);
+    failures += PrintChainGemmTable(copy, /*profile=*/false);
     failures += BenchOwnKernelsAndLaunch("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
     failures += BenchCopiesInGraph("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
     return failures == 0 ? 0 : 1;

@@ -72,6 +72,21 @@ if [[ ${RUN_BENCH:-1} == 1 ]]; then
     > "$OUT/bench.md" 2> "$OUT/bench.log" || status=1
   cat "$OUT/bench.log" "$OUT/bench.md"
 fi
+if [[ ${RUN_CHAIN:-0} == 1 ]]; then
+  # The layer-chain kernel alone: its table against the layers one kernel each, then each
+  # configuration once under Nsight Compute (time, DRAM traffic and throughput, L2 hit rate,
+  # warps active) on the MLP at 1 and 32 rows.
+  echo "== layer-chain kernel (${SECONDS} s)"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain \
+    > "$OUT/chain.md" 2> "$OUT/chain.log" || status=1
+  cat "$OUT/chain.log" "$OUT/chain.md"
+  ncu --profile-from-start off --clock-control none --print-units base --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,sm__warps_active.avg.pct_of_peak_sustained_active \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain-profile \
+    > "$OUT/ncu_chain.csv" 2> "$OUT/ncu_chain.log" || status=1
+  grep -E "profiled:|gpu__time|dram__|lts__|sm__warps" "$OUT/ncu_chain.csv" |
+    sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $NF, $(NF-2), $0}' | cut -c1-200 | tail -80
+fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \

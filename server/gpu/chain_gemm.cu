@@ -48,6 +48,7 @@ constexpr int kMaxSliceChunks = 8;   // a unit's K slice is at most 1024: its X 
 constexpr int kXStride = kMaxSliceChunks * kChunk + 32;
 constexpr int kPartStride = kGroup + 4;  // floats per partial-sum row: fewer bank conflicts
 constexpr int kPossibleUnitsPerBlock[] = {1, 2, 4};
+constexpr int kPossibleBlocksPerSm[] = {1, 2};
 
 struct LayerArgs {
   const void* weight;
@@ -151,8 +152,9 @@ __device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit) {
 }
 #endif
 
+// Up to 16 rows, registers for two blocks an SM (128 a thread); 32 rows need more.
 template <typename T, int kNTiles>
-__global__ void __launch_bounds__(kThreads, 1) ChainGemmKernel(const ChainArgs args) {
+__global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKernel(const ChainArgs args) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kRows = kNTiles * 8;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -337,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1) ChainGemmKernel(const ChainArgs a
 }
 
 template <typename T, int kNTiles>
-cudaError_t LaunchTyped(const ChainArgs& args, int sm_count, bool programmatic,
+cudaError_t LaunchTyped(const ChainArgs& args, int blocks, bool programmatic,
                         cudaStream_t stream) {
   const auto kernel = ChainGemmKernel<T, kNTiles>;
   constexpr int kRows = kNTiles * 8;
@@ -356,7 +358,7 @@ cudaError_t LaunchTyped(const ChainArgs& args, int sm_count, bool programmatic,
     opted_in.fetch_or(bit);
   }
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(sm_count));
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kSmem;
   config.stream = stream;
@@ -375,7 +377,8 @@ cudaError_t LaunchTyped(const ChainArgs& args, int sm_count, bool programmatic,
 
 std::string ChainGemmConfig::Describe() const {
   return "chain, " + std::to_string(units_per_block) + " unit" +
-         (units_per_block == 1 ? "" : "s") + " a block" + (prefetch ? ", L2 prefetch" : "");
+         (units_per_block == 1 ? "" : "s") + " a block, " + std::to_string(blocks_per_sm) +
+         (blocks_per_sm == 1 ? " block" : " blocks") + " an SM" + (prefetch ? ", L2 prefetch" : "");
 }
 
 bool ChainGemmSupports(int sm_major, ElemType type, std::int64_t rows, const ChainLayer* layers,
@@ -397,11 +400,15 @@ bool ChainGemmSupports(int sm_major, ElemType type, std::int64_t rows, const Cha
   return true;
 }
 
-std::vector<ChainGemmConfig> ChainGemmCandidates() {
+std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows) {
   std::vector<ChainGemmConfig> candidates;
-  for (const int units : kPossibleUnitsPerBlock) {
-    for (const bool prefetch : {true, false}) {
-      candidates.push_back(ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch});
+  for (const int blocks : kPossibleBlocksPerSm) {
+    if (blocks > 1 && rows > kChainTwoBlocksMaxRows) continue;
+    for (const int units : kPossibleUnitsPerBlock) {
+      for (const bool prefetch : {true, false}) {
+        candidates.push_back(ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch,
+                                             static_cast<std::uint8_t>(blocks)});
+      }
     }
   }
   return candidates;
@@ -409,9 +416,11 @@ std::vector<ChainGemmConfig> ChainGemmCandidates() {
 
 std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count) {
   std::size_t partials = 0;
-  for (const int units : kPossibleUnitsPerBlock) {
-    partials = std::max(partials, PartialBytes(layers, layer_count,
-                                               static_cast<std::int64_t>(sm_count) * units));
+  for (const int blocks : kPossibleBlocksPerSm) {
+    for (const int units : kPossibleUnitsPerBlock) {
+      partials = std::max(partials, PartialBytes(layers, layer_count,
+                                                 static_cast<std::int64_t>(sm_count) * blocks * units));
+    }
   }
   return SyncBytes(layers, layer_count) + partials;
 }
@@ -422,11 +431,14 @@ cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
                             int sm_count, bool programmatic, cudaStream_t stream) {
   const bool units_ok = std::find(std::begin(kPossibleUnitsPerBlock), std::end(kPossibleUnitsPerBlock),
                                   config.units_per_block) != std::end(kPossibleUnitsPerBlock);
-  if (!ChainGemmSupports(9, type, rows, layers, layer_count) || !units_ok || sm_count < 1 ||
-      input == nullptr || scratch == nullptr) {
+  const bool blocks_ok =
+      config.blocks_per_sm == 1 || (config.blocks_per_sm == 2 && rows <= kChainTwoBlocksMaxRows);
+  if (!ChainGemmSupports(9, type, rows, layers, layer_count) || !units_ok || !blocks_ok ||
+      sm_count < 1 || input == nullptr || scratch == nullptr) {
     return cudaErrorInvalidValue;
   }
-  const std::int64_t units_target = static_cast<std::int64_t>(sm_count) * config.units_per_block;
+  const int blocks = sm_count * config.blocks_per_sm;
+  const std::int64_t units_target = static_cast<std::int64_t>(blocks) * config.units_per_block;
   const std::size_t sync_bytes = SyncBytes(layers, layer_count);
   if (sync_bytes + PartialBytes(layers, layer_count, units_target) > scratch_bytes) {
     return cudaErrorInvalidValue;
@@ -468,9 +480,9 @@ cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
   args.total_units = static_cast<int>(units);
   const auto launch = [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    if (rows <= 8) return LaunchTyped<T, 1>(args, sm_count, programmatic, stream);
-    if (rows <= 16) return LaunchTyped<T, 2>(args, sm_count, programmatic, stream);
-    return LaunchTyped<T, 4>(args, sm_count, programmatic, stream);
+    if (rows <= 8) return LaunchTyped<T, 1>(args, blocks, programmatic, stream);
+    if (rows <= 16) return LaunchTyped<T, 2>(args, blocks, programmatic, stream);
+    return LaunchTyped<T, 4>(args, blocks, programmatic, stream);
   };
   return type == ElemType::kBf16 ? launch(__nv_bfloat16{}) : launch(__half{});
 }

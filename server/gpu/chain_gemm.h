@@ -45,16 +45,23 @@ struct ChainLayer {
 // K; each layer is cut into about `units_per_block` units per block (K sliced finer where a
 // layer has fewer output groups than that). `prefetch`: a block asks the L2 for its next
 // unit's weights when it starts a unit, so DRAM keeps streaming while it waits for inputs or
-// reduces partial sums.
+// reduces partial sums. `blocks_per_sm`: 2 lets one SM's second block stream while the first
+// waits (up to 16 rows, where two blocks' registers and shared memory fit).
 struct ChainGemmConfig {
   std::uint8_t units_per_block = 2;  // 1, 2 or 4
   bool prefetch = true;
+  std::uint8_t blocks_per_sm = 1;    // 1 or 2
 
-  std::string Describe() const;  // for the load log: "chain, 2 units a block, L2 prefetch"
+  // For the load log: "chain, 2 units a block, 1 block an SM, L2 prefetch".
+  std::string Describe() const;
   friend bool operator==(const ChainGemmConfig& a, const ChainGemmConfig& b) {
-    return a.units_per_block == b.units_per_block && a.prefetch == b.prefetch;
+    return a.units_per_block == b.units_per_block && a.prefetch == b.prefetch &&
+           a.blocks_per_sm == b.blocks_per_sm;
   }
 };
+
+// Rows up to which two blocks an SM fit.
+constexpr std::int64_t kChainTwoBlocksMaxRows = 16;
 
 // Whether the kernel can run these layers at `rows` on a device of compute capability
 // `sm_major`: 16-bit storage, 1..kChainMaxRows rows, kChainMinLayers..kChainMaxLayers layers,
@@ -62,15 +69,16 @@ struct ChainGemmConfig {
 bool ChainGemmSupports(int sm_major, ElemType type, std::int64_t rows,
                        const ChainLayer* layers, std::size_t layer_count);
 
-// The configurations worth timing.
-std::vector<ChainGemmConfig> ChainGemmCandidates();
+// The configurations worth timing at `rows`.
+std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows);
 
 // Device memory one instance needs for launches on these layer shapes (partial sums of the K
 // slices, one counter and one ready flag per group of outputs), zeroed before the first
 // launch and left zeroed by every launch that completes. `sm_count`: the device's.
 std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count);
 
-// Enqueues the layers on `stream` as one cooperative launch of `sm_count` blocks. Returns
+// Enqueues the layers on `stream` as one cooperative launch of `sm_count` × blocks_per_sm
+// blocks. Returns
 // cudaErrorInvalidValue for what ChainGemmSupports refuses or a scratch smaller than
 // ChainGemmScratchBytes, else the launch's error. One launch at a time per scratch.
 // `programmatic`: its first weight loads issued before waiting for the kernel before it.

@@ -555,7 +555,7 @@ Result<std::optional<ChainRun>> DeviceState::TimeChain(const GemmTuning& tuning,
   }
   std::optional<ChainRun> best;
   float best_ms = std::numeric_limits<float>::infinity();
-  for (const ChainGemmConfig& config : ChainGemmCandidates()) {
+  for (const ChainGemmConfig& config : ChainGemmCandidates(rows)) {
     const ChainRun run{first, last, config};
     Result<float> ms =
         TimeColdOnStream([&] { return RunChain(tuning.steps, run, rows); }, flush_, stream());

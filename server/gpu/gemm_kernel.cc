@@ -12,7 +12,8 @@ std::string GemmKernel::ToText() const {
       return "skinny " + std::to_string(skinny.m_tile) + " " + std::to_string(skinny.row_tiles) +
              " " + std::to_string(skinny.unroll) + " " + std::to_string(skinny.cluster);
     case Kind::kChain:
-      return "chain " + std::to_string(chain.units_per_block) + " " + (chain.prefetch ? "1" : "0");
+      return "chain " + std::to_string(chain.units_per_block) + " " + (chain.prefetch ? "1" : "0") +
+             " " + std::to_string(chain.blocks_per_sm);
   }
   return "cublaslt";
 }
@@ -39,12 +40,15 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
   } else if (word == "chain") {
     int units = 0;
     int prefetch = -1;
-    in >> units >> prefetch;
-    if (!in || (units != 1 && units != 2 && units != 4) || (prefetch != 0 && prefetch != 1)) {
+    int blocks = 0;
+    in >> units >> prefetch >> blocks;
+    if (!in || (units != 1 && units != 2 && units != 4) || (prefetch != 0 && prefetch != 1) ||
+        (blocks != 1 && blocks != 2)) {
       return std::nullopt;
     }
     kernel.kind = Kind::kChain;
-    kernel.chain = ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch == 1};
+    kernel.chain = ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch == 1,
+                                   static_cast<std::uint8_t>(blocks)};
   } else {
     return std::nullopt;
   }

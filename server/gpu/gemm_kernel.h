@@ -38,8 +38,8 @@ struct GemmKernel {
            (a.kind != Kind::kChain || a.chain == b.chain);
   }
   // One word or, for kSkinny and kChain, the word and its numbers: "cublaslt", "small-batch",
-  // "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1" (units_per_block,
-  // prefetch).
+  // "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1 1" (units_per_block,
+  // prefetch, blocks_per_sm).
   std::string ToText() const;
   // The inverse of ToText; nullopt for anything else.
   static std::optional<GemmKernel> FromText(std::string_view text);

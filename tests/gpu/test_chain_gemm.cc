@@ -198,7 +198,7 @@ TEST(ChainGemm, EveryConfigurationMatchesReference) {
   for (const ElemType type : {ElemType::kBf16, ElemType::kFp16}) {
     for (const ChainSpec& spec : kChains) {
       ChainCase c(spec, type);
-      for (const ChainGemmConfig& config : gpu::ChainGemmCandidates()) {
+      for (const ChainGemmConfig& config : gpu::ChainGemmCandidates(spec.rows)) {
         c.ExpectMatches(RunPoisoned(c, config, false), c.Name() + ", " + config.Describe());
       }
     }
@@ -212,7 +212,7 @@ TEST(ChainGemm, EveryConfigurationMatchesReference) {
 TEST(ChainGemm, RerunsAreBitEqual) {
   SKIP_WITHOUT_HOPPER("the layer-chain kernel");
   ChainCase c(kChains[1], ElemType::kBf16);
-  for (const ChainGemmConfig& config : gpu::ChainGemmCandidates()) {
+  for (const ChainGemmConfig& config : gpu::ChainGemmCandidates(kChains[1].rows)) {
     const auto first = RunPoisoned(c, config, false);
     c.ExpectMatches(first, c.Name() + ", " + config.Describe());
     for (int run = 0; run < 3; ++run) {
@@ -227,7 +227,7 @@ TEST(ChainGemm, RerunsAreBitEqual) {
 TEST(ChainGemm, GraphReplaysMatchTheDirectLaunch) {
   SKIP_WITHOUT_HOPPER("the layer-chain kernel");
   ChainCase c(kChains[3], ElemType::kBf16);
-  const ChainGemmConfig config{2, true};
+  const ChainGemmConfig config{2, true, 1};
   const auto direct = RunPoisoned(c, config, false);
   c.ExpectMatches(direct, c.Name());
   cudaStream_t stream = nullptr;
@@ -295,15 +295,26 @@ TEST(ChainGemm, LauncherRefusesWhatItCannotRun) {
     return gpu::LaunchChainGemm(config, input, layers.data(), layers.size(), rows, type, &dummy,
                                 scratch, sm_count, false, nullptr);
   };
-  const ChainGemmConfig good{2, true};
+  const ChainGemmConfig good{2, true, 1};
   EXPECT_EQ(launch(good, &dummy, bytes - 1, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
   EXPECT_EQ(launch(good, nullptr, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
   EXPECT_EQ(launch(good, &dummy, bytes, 4, ElemType::kFp32, 132), cudaErrorInvalidValue);
   EXPECT_EQ(launch(good, &dummy, bytes, 33, ElemType::kBf16, 132), cudaErrorInvalidValue);
   EXPECT_EQ(launch(good, &dummy, bytes, 4, ElemType::kBf16, 0), cudaErrorInvalidValue);
-  EXPECT_EQ(launch({3, true}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({3, true, 1}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({2, true, 3}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({2, true, 2}, &dummy, bytes, 17, ElemType::kBf16, 132), cudaErrorInvalidValue);
   layers[1].weight = nullptr;
   EXPECT_EQ(launch(good, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+}
+
+TEST(ChainGemm, CandidatesOfferTwoBlocksAnSmOnlyWhereTheyFit) {
+  EXPECT_EQ(gpu::ChainGemmCandidates(1).size(), 12u);
+  EXPECT_EQ(gpu::ChainGemmCandidates(16).size(), 12u);
+  EXPECT_EQ(gpu::ChainGemmCandidates(17).size(), 6u);
+  for (const ChainGemmConfig& config : gpu::ChainGemmCandidates(32)) {
+    EXPECT_EQ(config.blocks_per_sm, 1) << config.Describe();
+  }
 }
 
 TEST(ChainGemm, ScratchGrowsWithTheSlicesItMustHold) {

@@ -217,8 +217,8 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   const GemmKernel kernels[] = {GemmKernel{},
                                 GemmKernel::SmallBatch(),
                                 GemmKernel::Skinny({32, 2, 4, 8}),
-                                GemmKernel::Chain({4, false}),
-                                GemmKernel::Chain({1, true})};
+                                GemmKernel::Chain({4, false, 2}),
+                                GemmKernel::Chain({1, true, 1})};
   for (const GemmKernel& kernel : kernels) {
     const auto back = GemmKernel::FromText(kernel.ToText());
     ASSERT_TRUE(back.has_value()) << kernel.ToText();
@@ -226,10 +226,10 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   }
   const GemmKernel skinny = GemmKernel::Skinny({32, 2, 4, 8});
   EXPECT_EQ(skinny.ToText(), "skinny 32 2 4 8");
-  EXPECT_EQ(GemmKernel::Chain({2, true}).ToText(), "chain 2 1");
+  EXPECT_EQ(GemmKernel::Chain({2, true, 1}).ToText(), "chain 2 1 1");
   for (const char* bad : {"", "cublas", "skinny 32 2 4", "skinny 32 2 4 0", "skinny 32 2 4 8 1",
-                          "small-batch 1", "skinny a b c d", "chain 3 1", "chain 2 2", "chain 2",
-                          "chain 2 1 0"}) {
+                          "small-batch 1", "skinny a b c d", "chain 3 1 1", "chain 2 2 1", "chain 2 1",
+                          "chain 2 1 3", "chain 2 1 1 0"}) {
     EXPECT_FALSE(GemmKernel::FromText(bad).has_value()) << "'" << bad << "'";
   }
 }
