@@ -1,22 +1,29 @@
 // The persistent kernel for a run of Linear layers at few rows (chain_gemm.h).
 //
-// Work. Every layer is cut into units of 128 outputs (a group: 8 warps × 16 W rows) by one
-// slice of K (a multiple of 128, at most 1024). Units are numbered layer after layer, and
-// block b takes units b, b + grid, b + 2·grid, ... in order. A unit's block
+// Work. Every layer is cut into units of 16 outputs (a group: one mma tile of W rows) by one
+// slice of K (a multiple of 128). Units are numbered layer after layer, and every warp of the
+// grid is a worker of its own: warp w takes units w, w + warps, w + 2·warps, ... in order.
+// For a unit, a warp
 //   1. asks the L2 for the weights of its next unit (so DRAM streams while it waits below),
 //   2. loads its first 128 K of weights into registers (they depend on nothing),
 //   3. waits until the groups of the previous layer that its K slice reads are flagged ready,
-//   4. stages that slice of the input rows in shared memory and multiplies: Yᵀ = W·Xᵀ on
-//      mma.m16n8k16, W's 16-byte loads used as A fragments as they are (the slot order of
-//      skinny_gemm.cu), the next 128 K of W in flight during each chunk's mmas,
+//   4. multiplies: Yᵀ = W·Xᵀ on mma.m16n8k16, W's 16-byte loads used as A fragments as they
+//      are (the slot order of skinny_gemm.cu) and X's as B fragments, read from the L2
+//      (another SM wrote them during this launch: never through L1), the next 128 K of W in
+//      flight during each chunk's mmas,
 //   5. with one slice: applies bias, residual and activation and stores the group's outputs;
-//      with more: stores its fp32 partial sums, and the block that finishes a group's last
+//      with more: stores its fp32 partial sums, and the warp that finishes a group's last
 //      slice sums all slices in slice order (bit-reproducible, whoever finishes last) and
 //      stores the outputs,
 //   6. flags the group ready (release), which is what step 3 of the next layer waits for.
-// No unit waits for a later one, and all blocks are resident (a cooperative launch), so the
+// No unit waits for a later one, and all warps are resident (a cooperative launch), so the
 // lowest unfinished unit can always run: no deadlock. The last block to finish zeroes the
 // counters and flags for the next launch.
+//
+// Why per warp: each unit is a chain of latencies (a flag, the first weights, the partial
+// sums' round trip) with little streaming in it. A block working on one unit at a time left
+// DRAM at about a third of its bandwidth (bench/RESULTS.md); 16 warps an SM, each on its own
+// unit, keep 16 such chains in flight.
 //
 // Why it beats one kernel per layer at few rows: a layer's kernel pays its launch, its first
 // DRAM round trip and its tail in series with the next (bench/RESULTS.md: 6–7 µs a kernel that
@@ -26,7 +33,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "gpu/chain_gemm.h"
 #include "gpu/kernels_device.cuh"
@@ -37,17 +43,12 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kGroup = kWarps * 16;  // outputs per unit
-constexpr int kVector = 8;           // 16-bit elements per 16-byte load
-constexpr int kStep = 32;            // K per pair of mmas
-constexpr int kChunk = 128;          // K per register load of W
+constexpr int kGroup = 16;   // outputs per unit: one mma tile of W rows
+constexpr int kVector = 8;   // 16-bit elements per 16-byte load
+constexpr int kStep = 32;    // K per pair of mmas
+constexpr int kChunk = 128;  // K per register load of W
 constexpr int kStepsPerChunk = kChunk / kStep;
-constexpr int kMaxSliceChunks = 8;   // a unit's K slice is at most 1024: its X fits in shared memory
-// A staged X row's stride in halves: 64 bytes past a multiple of 128, so the 8 threads of a
-// quarter-warp (rows g, 4 offsets t) hit distinct 16-byte bank groups.
-constexpr int kXStride = kMaxSliceChunks * kChunk + 32;
-constexpr int kPartStride = kGroup + 4;  // floats per partial-sum row: fewer bank conflicts
-constexpr int kPossibleUnitsPerBlock[] = {1, 2, 4};
+constexpr int kPossibleUnitsPerWarp[] = {1, 2, 4};
 constexpr int kPossibleBlocksPerSm[] = {1, 2};
 
 struct LayerArgs {
@@ -78,8 +79,8 @@ struct ChainArgs {
   int prefetch;
 };
 
-// How one layer is cut: groups of 128 outputs, slices of K, both as even as the units wanted
-// (`units_target`) allow.
+// How one layer is cut: groups of 16 outputs, slices of K (whole chunks), as many units
+// as `units_target` asks for where K allows.
 struct Division {
   std::int64_t groups;
   std::int64_t slices;
@@ -90,8 +91,7 @@ Division Divide(std::int64_t n, std::int64_t k, std::int64_t units_target) {
   const std::int64_t groups = (n + kGroup - 1) / kGroup;
   const std::int64_t chunks = (k + kChunk - 1) / kChunk;
   const std::int64_t slices_wanted = std::max<std::int64_t>(1, (units_target + groups - 1) / groups);
-  const std::int64_t slice_chunks =
-      std::clamp<std::int64_t>((chunks + slices_wanted - 1) / slices_wanted, 1, kMaxSliceChunks);
+  const std::int64_t slice_chunks = std::max<std::int64_t>(1, (chunks + slices_wanted - 1) / slices_wanted);
   return Division{groups, (chunks + slice_chunks - 1) / slice_chunks, slice_chunks * kChunk};
 }
 
@@ -137,12 +137,12 @@ __device__ __forceinline__ int LayerOf(const ChainArgs& a, int unit) {
   return l;
 }
 
-// One bulk L2 prefetch per W row of the unit (thread i: row i of the group).
-__device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit) {
-  if (unit >= a.total_units || threadIdx.x >= kGroup) return;
+// One bulk L2 prefetch per W row of the unit (lane i: row i of the group).
+__device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit, int lane) {
+  if (unit >= a.total_units || lane >= kGroup) return;
   const LayerArgs& L = a.layer[LayerOf(a, unit)];
   const int local = unit - L.first_unit;
-  const int n = (local / L.slices) * kGroup + static_cast<int>(threadIdx.x);
+  const int n = (local / L.slices) * kGroup + lane;
   const int k0 = (local % L.slices) * L.slice_k;
   const int k1 = min(k0 + L.slice_k, L.k);
   if (n >= L.n) return;
@@ -150,22 +150,24 @@ __device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"((k1 - k0) * 2)
                : "memory");
 }
+
+// 16 bytes another SM may have written during this launch: from the L2, never a stale L1.
+__device__ __forceinline__ uint4 LoadFromL2(const std::uint16_t* p) {
+  return __ldcg(reinterpret_cast<const uint4*>(p));
+}
 #endif
 
-// Up to 16 rows, registers for two blocks an SM (128 a thread); 32 rows need more.
+// Up to 16 rows, registers for two blocks an SM (128 a thread); 32 rows may need more.
 template <typename T, int kNTiles>
 __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKernel(const ChainArgs args) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kRows = kNTiles * 8;
-  extern __shared__ __align__(16) unsigned char smem[];
-  auto* xs = reinterpret_cast<std::uint16_t*>(smem);                          // [kRows][kXStride]
-  auto* part = reinterpret_cast<float*>(smem + kRows * kXStride * 2);         // [kRows][kPartStride]
-  __shared__ int last;
-  const int warp = threadIdx.x / 32;
+  __shared__ int block_is_last;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
   const int t = lane % 4;
   const int rows = args.rows;
+  const int warps = static_cast<int>(gridDim.x) * kWarps;
+  const int first_unit = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x) / 32;
   bool waited = false;
   const auto wait_prior = [&] {
     if (waited) return;
@@ -176,8 +178,8 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
     waited = true;
   };
 
-  if (args.prefetch) PrefetchUnit(args, blockIdx.x);
-  for (int unit = blockIdx.x; unit < args.total_units; unit += gridDim.x) {
+  if (args.prefetch) PrefetchUnit(args, first_unit, lane);
+  for (int unit = first_unit; unit < args.total_units; unit += warps) {
     const int l = LayerOf(args, unit);
     const LayerArgs& L = args.layer[l];
     const int local = unit - L.first_unit;
@@ -186,16 +188,16 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
     const int k0 = slice * L.slice_k;
     const int k1 = min(k0 + L.slice_k, L.k);
     const int chunks = (k1 - k0 + kChunk - 1) / kChunk;
-    const int n_warp = group * kGroup + warp * 16;
+    const int n0 = group * kGroup;
     const auto* w = static_cast<const std::uint16_t*>(L.weight);
-    if (args.prefetch) PrefetchUnit(args, unit + gridDim.x);
+    if (args.prefetch) PrefetchUnit(args, unit + warps, lane);
 
     uint4 wr[2][kStepsPerChunk];
     uint4 wr_next[2][kStepsPerChunk];
     const auto load_w = [&](uint4 (&dst)[2][kStepsPerChunk], int k_base) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int n = n_warp + h * 8 + g;
+        const int n = n0 + h * 8 + g;
         const std::uint16_t* row = w + static_cast<long long>(n < L.n ? n : 0) * L.k;
 #pragma unroll
         for (int u = 0; u < kStepsPerChunk; ++u) {
@@ -208,53 +210,48 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
     load_w(wr, k0);
     wait_prior();
 
-    // The groups of the previous layer whose outputs are this slice of K.
+    // The groups of the previous layer whose outputs are this slice of K, a lane each.
     if (l > 0) {
       const LayerArgs& P = args.layer[l - 1];
       const int first = k0 / kGroup;
       const int count = (k1 - 1) / kGroup - first + 1;
-      if (static_cast<int>(threadIdx.x) < count) {
-        const int* flag = args.sync + P.sync_offset + P.groups + first + threadIdx.x;
-        while (LoadAcquire(flag) == 0) {
+      const int* flags = args.sync + P.sync_offset + P.groups + first;
+      for (int i = lane; i < count; i += 32) {
+        while (LoadAcquire(flags + i) == 0) {
         }
       }
     }
-    __syncthreads();
+    __syncwarp();
 
-    // X rows [0, rows) × K [k0, k0 + chunks·128), zeros past either end (a NaN-free pad: W is
-    // zero there, and 0 × garbage could be NaN).
-    {
-      const auto* x = static_cast<const std::uint16_t*>(l == 0 ? args.input : args.layer[l - 1].output);
-      const int vectors = chunks * kChunk / kVector;  // per staged row
-      for (int e = threadIdx.x; e < kRows * vectors; e += kThreads) {
-        const int r = e / vectors;
-        const int v = e % vectors;
-        const int k = k0 + v * kVector;
-        const bool valid = r < rows && k < k1;
-        CopyAsync16(xs + r * kXStride + v * kVector,
-                    valid ? x + static_cast<long long>(r) * L.k + k : x, valid);
-      }
-      CommitCopies();
-      WaitCopies<0>();
-    }
-    __syncthreads();
-
+    // Rows past `rows` and K past k1 read as zeros: W is zero there too, but 0 × garbage
+    // could be NaN.
+    const auto* x = static_cast<const std::uint16_t*>(l == 0 ? args.input : args.layer[l - 1].output);
     float acc[kNTiles][4];
 #pragma unroll
     for (int i = 0; i < kNTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
     for (int c = 0; c < chunks; ++c) {
-      if (c + 1 < chunks) load_w(wr_next, k0 + (c + 1) * kChunk);
-      const std::uint16_t* xc = xs + g * kXStride + c * kChunk + t * kVector;
+      const int k_chunk = k0 + c * kChunk;
+      if (c + 1 < chunks) load_w(wr_next, k_chunk + kChunk);
+      uint4 xr[kNTiles][kStepsPerChunk];
+#pragma unroll
+      for (int i = 0; i < kNTiles; ++i) {
+        const int m = i * 8 + g;
+#pragma unroll
+        for (int u = 0; u < kStepsPerChunk; ++u) {
+          const int k = k_chunk + u * kStep + t * kVector;
+          xr[i][u] = m < rows && k < k1 ? LoadFromL2(x + static_cast<long long>(m) * L.k + k)
+                                        : uint4{0u, 0u, 0u, 0u};
+        }
+      }
 #pragma unroll
       for (int u = 0; u < kStepsPerChunk; ++u) {
 #pragma unroll
         for (int i = 0; i < kNTiles; ++i) {
-          const uint4 xv = *reinterpret_cast<const uint4*>(xc + i * 8 * kXStride + u * kStep);
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
             const std::uint32_t a[4] = {SlotPair(wr[0][u], 2 * j), SlotPair(wr[1][u], 2 * j),
                                         SlotPair(wr[0][u], 2 * j + 1), SlotPair(wr[1][u], 2 * j + 1)};
-            Mma<T>::Run(acc[i], a, SlotPair(xv, 2 * j), SlotPair(xv, 2 * j + 1));
+            Mma<T>::Run(acc[i], a, SlotPair(xr[i][u], 2 * j), SlotPair(xr[i][u], 2 * j + 1));
           }
         }
       }
@@ -265,72 +262,82 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
       }
     }
 
-    // Accumulator element e of tile i is Yᵀ[output g (+8 for e >= 2)][row 8i + 2t (+1 for odd e)].
+    // Accumulator element e of tile i is Yᵀ[output n0 + g (+8 for e >= 2)][row 8i + 2t (+1 for
+    // odd e)].
+    const auto* bias = static_cast<const T*>(L.bias);
+    const auto* residual = static_cast<const T*>(L.residual);
+    auto* y = static_cast<T*>(L.output);
+    const auto finish_output = [&](int m, int n, float v) {
+      const long long out = static_cast<long long>(m) * L.n + n;
+      if (bias != nullptr) v += Load(bias, n);
+      if (residual != nullptr) v += Load(residual, out);
+      Store(y, out, Activate(L.act, v));
+    };
+    if (L.slices == 1) {
 #pragma unroll
-    for (int i = 0; i < kNTiles; ++i) {
+      for (int i = 0; i < kNTiles; ++i) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        part[(i * 8 + 2 * t + (e & 1)) * kPartStride + warp * 16 + g + (e >= 2 ? 8 : 0)] = acc[i][e];
-      }
-    }
-    __syncthreads();
-
-    const int n_group = group * kGroup;
-    float* partials = args.partials + L.partial_offset;
-    bool finish = L.slices == 1;
-    if (!finish) {
-      for (int o = threadIdx.x; o < rows * kGroup; o += kThreads) {
-        const int m = o / kGroup;
-        const int n = n_group + o % kGroup;
-        if (n < L.n) {
-          __stcg(partials + (static_cast<long long>(slice) * rows + m) * L.n + n,
-                 part[m * kPartStride + o % kGroup]);
+        for (int e = 0; e < 4; ++e) {
+          const int n = n0 + g + (e >= 2 ? 8 : 0);
+          const int m = i * 8 + 2 * t + (e & 1);
+          if (m < rows && n < L.n) finish_output(m, n, acc[i][e]);
         }
       }
-      __threadfence();
-      __syncthreads();
-      if (threadIdx.x == 0) last = atomicAdd(args.sync + L.sync_offset + group, 1) == L.slices - 1;
-      __syncthreads();
-      finish = last != 0;
-      if (finish) __threadfence();  // the other slices' partial sums are visible below
-    }
-    if (finish) {
-      const auto* bias = static_cast<const T*>(L.bias);
-      const auto* residual = static_cast<const T*>(L.residual);
-      auto* y = static_cast<T*>(L.output);
-      for (int o = threadIdx.x; o < rows * kGroup; o += kThreads) {
-        const int m = o / kGroup;
-        const int n = n_group + o % kGroup;
-        if (n >= L.n) continue;
-        float v = 0.f;
-        if (L.slices == 1) {
-          v = part[m * kPartStride + o % kGroup];
-        } else {
-          for (int s = 0; s < L.slices; ++s) {
-            v += s == slice ? part[m * kPartStride + o % kGroup]
-                            : __ldcg(partials + (static_cast<long long>(s) * rows + m) * L.n + n);
+    } else {
+      float* partials = args.partials + L.partial_offset;
+#pragma unroll
+      for (int i = 0; i < kNTiles; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = n0 + g + (e >= 2 ? 8 : 0);
+          const int m = i * 8 + 2 * t + (e & 1);
+          if (m < rows && n < L.n) {
+            __stcg(partials + (static_cast<long long>(slice) * rows + m) * L.n + n, acc[i][e]);
           }
         }
-        const long long out = static_cast<long long>(m) * L.n + n;
-        if (bias != nullptr) v += Load(bias, n);
-        if (residual != nullptr) v += Load(residual, out);
-        Store(y, out, Activate(L.act, v));
       }
       __threadfence();
-      __syncthreads();
-      if (threadIdx.x == 0) StoreRelease(args.sync + L.sync_offset + L.groups + group, 1);
+      __syncwarp();
+      int last = 0;
+      if (lane == 0) last = atomicAdd(args.sync + L.sync_offset + group, 1) == L.slices - 1;
+      last = __shfl_sync(0xffffffffu, last, 0);
+      if (last == 0) continue;
+      __threadfence();  // the other slices' partial sums are visible below
+      // The group's rows × 16 outputs, a lane each at a time; every slice's loads in flight
+      // together, summed in slice order.
+      constexpr int kBatch = 8;
+      for (int o = lane; o < rows * kGroup; o += 32) {
+        const int m = o / kGroup;
+        const int n = n0 + o % kGroup;
+        if (n >= L.n) continue;
+        const float* p = partials + static_cast<long long>(m) * L.n + n;
+        const long long slice_stride = static_cast<long long>(rows) * L.n;
+        float v = 0.f;
+        for (int s0 = 0; s0 < L.slices; s0 += kBatch) {
+          float part[kBatch];
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            part[b] = s0 + b < L.slices ? __ldcg(p + (s0 + b) * slice_stride) : 0.f;
+          }
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) v += part[b];
+        }
+        finish_output(m, n, v);
+      }
     }
-    __syncthreads();  // shared memory is the next unit's
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) StoreRelease(args.sync + L.sync_offset + L.groups + group, 1);
   }
 
   wait_prior();
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    last = atomicAdd(args.sync, 1) == static_cast<int>(gridDim.x) - 1;
+    block_is_last = atomicAdd(args.sync, 1) == static_cast<int>(gridDim.x) - 1;
   }
   __syncthreads();
-  if (last != 0) {
+  if (block_is_last != 0) {
     // Every other block has finished every unit: nobody reads a counter or flag any more.
     for (int i = 1 + threadIdx.x; i < args.sync_ints; i += kThreads) args.sync[i] = 0;
     if (threadIdx.x == 0) args.sync[0] = 0;
@@ -342,25 +349,9 @@ template <typename T, int kNTiles>
 cudaError_t LaunchTyped(const ChainArgs& args, int blocks, bool programmatic,
                         cudaStream_t stream) {
   const auto kernel = ChainGemmKernel<T, kNTiles>;
-  constexpr int kRows = kNTiles * 8;
-  constexpr int kSmem = kRows * kXStride * 2 + kRows * kPartStride * 4;
-  // Per device, once: the first launch on a device is at load (timing), never under capture.
-  static std::atomic<std::uint64_t> opted_in{0};
-  int device = 0;
-  if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
-  const std::uint64_t bit = std::uint64_t{1} << (device % 64);
-  if ((opted_in.load() & bit) == 0) {
-    if (const cudaError_t error =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-        error != cudaSuccess) {
-      return error;
-    }
-    opted_in.fetch_or(bit);
-  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmem;
   config.stream = stream;
   cudaLaunchAttribute attributes[2]{};
   // Blocks wait on each other's flags: every block must be resident at once.
@@ -376,8 +367,8 @@ cudaError_t LaunchTyped(const ChainArgs& args, int blocks, bool programmatic,
 }  // namespace
 
 std::string ChainGemmConfig::Describe() const {
-  return "chain, " + std::to_string(units_per_block) + " unit" +
-         (units_per_block == 1 ? "" : "s") + " a block, " + std::to_string(blocks_per_sm) +
+  return "chain, " + std::to_string(units_per_warp) + " unit" +
+         (units_per_warp == 1 ? "" : "s") + " a warp, " + std::to_string(blocks_per_sm) +
          (blocks_per_sm == 1 ? " block" : " blocks") + " an SM" + (prefetch ? ", L2 prefetch" : "");
 }
 
@@ -404,7 +395,7 @@ std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows) {
   std::vector<ChainGemmConfig> candidates;
   for (const int blocks : kPossibleBlocksPerSm) {
     if (blocks > 1 && rows > kChainTwoBlocksMaxRows) continue;
-    for (const int units : kPossibleUnitsPerBlock) {
+    for (const int units : kPossibleUnitsPerWarp) {
       for (const bool prefetch : {true, false}) {
         candidates.push_back(ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch,
                                              static_cast<std::uint8_t>(blocks)});
@@ -417,9 +408,9 @@ std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows) {
 std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count) {
   std::size_t partials = 0;
   for (const int blocks : kPossibleBlocksPerSm) {
-    for (const int units : kPossibleUnitsPerBlock) {
+    for (const int units : kPossibleUnitsPerWarp) {
       partials = std::max(partials, PartialBytes(layers, layer_count,
-                                                 static_cast<std::int64_t>(sm_count) * blocks * units));
+                                                 static_cast<std::int64_t>(sm_count) * blocks * kWarps * units));
     }
   }
   return SyncBytes(layers, layer_count) + partials;
@@ -429,8 +420,8 @@ cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
                             const ChainLayer* layers, std::size_t layer_count, std::int64_t rows,
                             ElemType type, void* scratch, std::size_t scratch_bytes,
                             int sm_count, bool programmatic, cudaStream_t stream) {
-  const bool units_ok = std::find(std::begin(kPossibleUnitsPerBlock), std::end(kPossibleUnitsPerBlock),
-                                  config.units_per_block) != std::end(kPossibleUnitsPerBlock);
+  const bool units_ok = std::find(std::begin(kPossibleUnitsPerWarp), std::end(kPossibleUnitsPerWarp),
+                                  config.units_per_warp) != std::end(kPossibleUnitsPerWarp);
   const bool blocks_ok =
       config.blocks_per_sm == 1 || (config.blocks_per_sm == 2 && rows <= kChainTwoBlocksMaxRows);
   if (!ChainGemmSupports(9, type, rows, layers, layer_count) || !units_ok || !blocks_ok ||
@@ -438,7 +429,7 @@ cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
     return cudaErrorInvalidValue;
   }
   const int blocks = sm_count * config.blocks_per_sm;
-  const std::int64_t units_target = static_cast<std::int64_t>(blocks) * config.units_per_block;
+  const std::int64_t units_target = static_cast<std::int64_t>(blocks) * kWarps * config.units_per_warp;
   const std::size_t sync_bytes = SyncBytes(layers, layer_count);
   if (sync_bytes + PartialBytes(layers, layer_count, units_target) > scratch_bytes) {
     return cudaErrorInvalidValue;

@@ -1,11 +1,11 @@
 // A run of Linear layers in one persistent kernel (chain_gemm.cu), for few rows: an MLP at
 // batch 1–32 is bound by streaming its weights once, yet as one kernel per layer it pays each
 // kernel's launch, ramp-up and tail in series (bench/RESULTS.md: the MLP 1024-4096-4096-1024
-// at 1.9–2.5× its memory floor with every layer near its best alone). Here one grid of one
-// block per SM walks every layer's work, and a block starts loading a layer's weights before
-// the layer before it has finished: it waits only for the few columns of input its slice of K
-// needs, flagged ready by whichever block finished them, not for the whole layer or a new
-// launch.
+// at 1.9–2.5× its memory floor with every layer near its best alone). Here every warp of one
+// grid (one or two blocks an SM) works through every layer's units, and starts loading a
+// layer's weights before the layer before it has finished: it waits only for the few columns
+// of input its slice of K needs, flagged ready by whichever warp finished them, not for the
+// whole layer or a new launch.
 //
 // Hopper (sm_90) and newer; 16-bit storage only (bf16/fp16 tensor cores); every in_features
 // a multiple of 8 (16-byte loads). Whether it runs a model's layers at a bucket is chosen by
@@ -41,21 +41,21 @@ struct ChainLayer {
   plan::Activation act = plan::Activation::kNone;
 };
 
-// How one launch divides the work. A unit is 128 outputs of one layer over one slice of its
-// K; each layer is cut into about `units_per_block` units per block (K sliced finer where a
-// layer has fewer output groups than that). `prefetch`: a block asks the L2 for its next
-// unit's weights when it starts a unit, so DRAM keeps streaming while it waits for inputs or
-// reduces partial sums. `blocks_per_sm`: 2 lets one SM's second block stream while the first
-// waits (up to 16 rows, where two blocks' registers and shared memory fit).
+// How one launch divides the work. A unit is 16 outputs of one layer over one slice of its
+// K, run by one warp; each layer is cut into about `units_per_warp` units per warp of the grid
+// (K sliced where the layer has fewer output groups than that). `prefetch`: a warp asks the
+// L2 for its next unit's weights when it starts a unit, so DRAM keeps streaming while it waits
+// for inputs or reduces partial sums. `blocks_per_sm`: 2 doubles the warps (up to 16 rows,
+// where two blocks' registers fit).
 struct ChainGemmConfig {
-  std::uint8_t units_per_block = 2;  // 1, 2 or 4
+  std::uint8_t units_per_warp = 1;  // 1, 2 or 4
   bool prefetch = true;
   std::uint8_t blocks_per_sm = 1;    // 1 or 2
 
-  // For the load log: "chain, 2 units a block, 1 block an SM, L2 prefetch".
+  // For the load log: "chain, 2 units a warp, 1 block an SM, L2 prefetch".
   std::string Describe() const;
   friend bool operator==(const ChainGemmConfig& a, const ChainGemmConfig& b) {
-    return a.units_per_block == b.units_per_block && a.prefetch == b.prefetch &&
+    return a.units_per_warp == b.units_per_warp && a.prefetch == b.prefetch &&
            a.blocks_per_sm == b.blocks_per_sm;
   }
 };
@@ -73,7 +73,7 @@ bool ChainGemmSupports(int sm_major, ElemType type, std::int64_t rows,
 std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows);
 
 // Device memory one instance needs for launches on these layer shapes (partial sums of the K
-// slices, one counter and one ready flag per group of outputs), zeroed before the first
+// slices, one counter and one ready flag per group of 16 outputs), zeroed before the first
 // launch and left zeroed by every launch that completes. `sm_count`: the device's.
 std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count);
 

@@ -12,7 +12,7 @@ std::string GemmKernel::ToText() const {
       return "skinny " + std::to_string(skinny.m_tile) + " " + std::to_string(skinny.row_tiles) +
              " " + std::to_string(skinny.unroll) + " " + std::to_string(skinny.cluster);
     case Kind::kChain:
-      return "chain " + std::to_string(chain.units_per_block) + " " + (chain.prefetch ? "1" : "0") +
+      return "chain " + std::to_string(chain.units_per_warp) + " " + (chain.prefetch ? "1" : "0") +
              " " + std::to_string(chain.blocks_per_sm);
   }
   return "cublaslt";

@@ -38,7 +38,7 @@ struct GemmKernel {
            (a.kind != Kind::kChain || a.chain == b.chain);
   }
   // One word or, for kSkinny and kChain, the word and its numbers: "cublaslt", "small-batch",
-  // "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1 1" (units_per_block,
+  // "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1 1" (units_per_warp,
   // prefetch, blocks_per_sm).
   std::string ToText() const;
   // The inverse of ToText; nullopt for anything else.
