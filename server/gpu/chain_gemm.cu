@@ -120,9 +120,9 @@ __device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-__device__ __forceinline__ int LoadAcquire(const int* p) {
+__device__ __forceinline__ int LoadRelaxed(const int* p) {
   int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
@@ -216,10 +216,12 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
       const int first = k0 / kGroup;
       const int count = (k1 - 1) / kGroup - first + 1;
       const int* flags = args.sync + P.sync_offset + P.groups + first;
+      // Relaxed polls, one fence after: an acquire per poll, thousands of warps polling,
+      // would order every poll against the SM's other loads.
       for (int i = lane; i < count; i += 32) {
-        while (LoadAcquire(flags + i) == 0) {
-        }
+        while (LoadRelaxed(flags + i) == 0) __nanosleep(64);
       }
+      __threadfence();
     }
     __syncwarp();
 
