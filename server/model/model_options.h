@@ -57,7 +57,9 @@ struct ModelOptions {
   OwnKernelMode small_batch = OwnKernelMode::kAuto;   // the matrix-vector kernel, 1-8 rows
   OwnKernelMode skinny_gemm = OwnKernelMode::kAuto;   // the split-K kernel, up to 128 rows
   // Consecutive Linear layers in one persistent kernel, up to 32 rows (gpu/chain_gemm.h).
-  OwnKernelMode layer_chain = OwnKernelMode::kAuto;
+  // Off unless asked for: on the H200 it timed slower than the layers' own kernels at every
+  // shape measured (bench/RESULTS.md), so "auto" would only add timing to every load.
+  OwnKernelMode layer_chain = OwnKernelMode::kOff;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal
   PathChoice execution_path = PathChoice::kAuto;
