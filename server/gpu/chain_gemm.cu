@@ -3,28 +3,27 @@
 // Work. Every layer is cut into units of 16 outputs (a group: one mma tile of W rows) by one
 // slice of K (a multiple of 128). Units are numbered layer after layer, and every warp of the
 // grid is a worker of its own: warp w takes units w, w + warps, w + 2·warps, ... in order.
-// A warp's weights depend on nothing, so they stream through a ring of 128-K chunks in
-// shared memory (cp.async, 3 or 6 stages) that runs ahead through the warp's units, across
-// unit boundaries and waits. For a unit, a warp
-//   1. optionally asks the L2 for the weights of its next unit,
-//   2. waits until the groups of the previous layer that its K slice reads are flagged ready,
-//   3. multiplies: Yᵀ = W·Xᵀ on mma.m16n8k16, W's 16-byte vectors used as A fragments as they
-//      are (the slot order of skinny_gemm.cu; each lane reads back what it copied) and X's as
-//      B fragments, read from the L2 (another SM wrote them during this launch: never
-//      through L1),
-//   4. with one slice: applies bias, residual and activation and stores the group's outputs;
+// For a unit, a warp
+//   1. asks the L2 for the weights of its next unit (so DRAM streams while it waits below),
+//   2. loads its first 128 K of weights into registers (they depend on nothing),
+//   3. waits until the groups of the previous layer that its K slice reads are flagged ready,
+//   4. multiplies: Yᵀ = W·Xᵀ on mma.m16n8k16, W's 16-byte loads used as A fragments as they
+//      are (the slot order of skinny_gemm.cu) and X's as B fragments, read from the L2
+//      (another SM wrote them during this launch: never through L1), the next 128 K of W in
+//      flight during each chunk's mmas,
+//   5. with one slice: applies bias, residual and activation and stores the group's outputs;
 //      with more: stores its fp32 partial sums, and the warp that finishes a group's last
 //      slice sums all slices in slice order (bit-reproducible, whoever finishes last) and
 //      stores the outputs,
-//   5. flags the group ready (release), which is what step 2 of the next layer waits for.
+//   6. flags the group ready (release), which is what step 3 of the next layer waits for.
 // No unit waits for a later one, and all warps are resident (a cooperative launch), so the
 // lowest unfinished unit can always run: no deadlock. The last block to finish zeroes the
 // counters and flags for the next launch.
 //
-// Why per warp, and why the ring: each unit is a chain of latencies (a flag, the first
-// weights, the partial sums' round trip) with little streaming in it. A block working on one
-// unit at a time, then warps with one register chunk of W in flight each, left DRAM at about
-// a third of its bandwidth (bench/RESULTS.md): the ring keeps 2–5 chunks a warp in flight.
+// Why per warp: each unit is a chain of latencies (a flag, the first weights, the partial
+// sums' round trip) with little streaming in it. A block working on one unit at a time left
+// DRAM at about a third of its bandwidth (bench/RESULTS.md); 16 warps an SM, each on its own
+// unit, keep 16 such chains in flight.
 //
 // Why it beats one kernel per layer at few rows: a layer's kernel pays its launch, its first
 // DRAM round trip and its tail in series with the next (bench/RESULTS.md: 6–7 µs a kernel that
@@ -34,7 +33,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "gpu/chain_gemm.h"
 #include "gpu/kernels_device.cuh"
@@ -159,66 +157,10 @@ __device__ __forceinline__ uint4 LoadFromL2(const std::uint16_t* p) {
 }
 #endif
 
-// Where a warp's stream of weight chunks stands: a unit and one 128-K chunk of it. The
-// stream runs through the warp's units in order, ahead of the multiplications, so a unit's
-// first weights are on their way while the warp still finishes the unit before or waits for
-// its inputs.
-struct WeightCursor {
-  int unit;
-  int chunk;
-  int chunks;  // 0: past the warp's last unit
-  const std::uint16_t* w;
-  int n0, n, k, k_base, k1;
-};
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void StartUnit(const ChainArgs& a, int unit, WeightCursor& c) {
-  c.unit = unit;
-  c.chunk = 0;
-  c.chunks = 0;
-  if (unit >= a.total_units) return;
-  const LayerArgs& L = a.layer[LayerOf(a, unit)];
-  const int local = unit - L.first_unit;
-  c.w = static_cast<const std::uint16_t*>(L.weight);
-  c.n0 = (local / L.slices) * kGroup;
-  c.n = L.n;
-  c.k = L.k;
-  c.k_base = (local % L.slices) * L.slice_k;
-  c.k1 = min(c.k_base + L.slice_k, L.k);
-  c.chunks = (c.k1 - c.k_base + kChunk - 1) / kChunk;
-}
-
-// Copies the cursor's chunk into `slot` (thread-private: each lane later reads back exactly the
-// 16-byte vectors it copied, as its A fragments), commits the group (an empty one past the
-// last unit, so that groups and chunks stay counted alike) and moves the cursor on.
-__device__ __forceinline__ void IssueChunk(const ChainArgs& a, WeightCursor& c, uint4* slot,
-                                           int lane, int warps) {
-  if (c.chunks > 0) {
-    const int g = lane / 4;
-    const int t = lane % 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int n = c.n0 + h * 8 + g;
-      const std::uint16_t* row = c.w + static_cast<long long>(n < c.n ? n : 0) * c.k;
-#pragma unroll
-      for (int u = 0; u < kStepsPerChunk; ++u) {
-        const int k = c.k_base + c.chunk * kChunk + u * kStep + t * kVector;
-        const bool valid = n < c.n && k < c.k1;
-        CopyAsync16(slot + (h * kStepsPerChunk + u) * 32 + lane, valid ? row + k : c.w, valid);
-      }
-    }
-    if (++c.chunk == c.chunks) StartUnit(a, c.unit + warps, c);
-  }
-  CommitCopies();
-}
-#endif
-
-// kStages chunks of W a warp in shared memory (4 KB each), kStages − 1 of them in flight
-// while one is multiplied. Up to 16 rows, registers for two blocks an SM (128 a thread).
-template <typename T, int kNTiles, int kStages>
+// Up to 16 rows, registers for two blocks an SM (128 a thread); 32 rows may need more.
+template <typename T, int kNTiles>
 __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKernel(const ChainArgs args) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  extern __shared__ uint4 ring_all[];  // [warp][stage][2 halves][kStepsPerChunk][32 lanes]
   __shared__ int block_is_last;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
@@ -226,8 +168,6 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
   const int rows = args.rows;
   const int warps = static_cast<int>(gridDim.x) * kWarps;
   const int first_unit = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x) / 32;
-  constexpr int kSlotVectors = 2 * kStepsPerChunk * 32;
-  uint4* ring = ring_all + (threadIdx.x / 32) * kStages * kSlotVectors;
   bool waited = false;
   const auto wait_prior = [&] {
     if (waited) return;
@@ -239,13 +179,6 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
   };
 
   if (args.prefetch) PrefetchUnit(args, first_unit, lane);
-  // The weights depend on nothing: the first kStages − 1 chunks go out before any wait.
-  WeightCursor producer;
-  StartUnit(args, first_unit, producer);
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) IssueChunk(args, producer, ring + s * kSlotVectors, lane, warps);
-  int consumed = 0;  // chunks of the stream multiplied so far
-
   for (int unit = first_unit; unit < args.total_units; unit += warps) {
     const int l = LayerOf(args, unit);
     const LayerArgs& L = args.layer[l];
@@ -256,7 +189,25 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
     const int k1 = min(k0 + L.slice_k, L.k);
     const int chunks = (k1 - k0 + kChunk - 1) / kChunk;
     const int n0 = group * kGroup;
+    const auto* w = static_cast<const std::uint16_t*>(L.weight);
     if (args.prefetch) PrefetchUnit(args, unit + warps, lane);
+
+    uint4 wr[2][kStepsPerChunk];
+    uint4 wr_next[2][kStepsPerChunk];
+    const auto load_w = [&](uint4 (&dst)[2][kStepsPerChunk], int k_base) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int n = n0 + h * 8 + g;
+        const std::uint16_t* row = w + static_cast<long long>(n < L.n ? n : 0) * L.k;
+#pragma unroll
+        for (int u = 0; u < kStepsPerChunk; ++u) {
+          const int k = k_base + u * kStep + t * kVector;
+          dst[h][u] = n < L.n && k < k1 ? __ldg(reinterpret_cast<const uint4*>(row + k))
+                                        : uint4{0u, 0u, 0u, 0u};
+        }
+      }
+    };
+    load_w(wr, k0);
     wait_prior();
 
     // The groups of the previous layer whose outputs are this slice of K, a lane each.
@@ -282,6 +233,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
     for (int i = 0; i < kNTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
     for (int c = 0; c < chunks; ++c) {
       const int k_chunk = k0 + c * kChunk;
+      if (c + 1 < chunks) load_w(wr_next, k_chunk + kChunk);
       uint4 xr[kNTiles][kStepsPerChunk];
 #pragma unroll
       for (int i = 0; i < kNTiles; ++i) {
@@ -293,18 +245,6 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
                                         : uint4{0u, 0u, 0u, 0u};
         }
       }
-      // This chunk's group is the oldest of the kStages − 1 outstanding: wait for it alone,
-      // read it, then refill the slot the previous chunk used.
-      WaitCopies<kStages - 2>();
-      const uint4* slot = ring + (consumed % kStages) * kSlotVectors;
-      uint4 wr[2][kStepsPerChunk];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int u = 0; u < kStepsPerChunk; ++u) wr[h][u] = slot[(h * kStepsPerChunk + u) * 32 + lane];
-      }
-      IssueChunk(args, producer, ring + ((consumed + kStages - 1) % kStages) * kSlotVectors, lane, warps);
-      ++consumed;
 #pragma unroll
       for (int u = 0; u < kStepsPerChunk; ++u) {
 #pragma unroll
@@ -316,6 +256,11 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
             Mma<T>::Run(acc[i], a, SlotPair(xr[i][u], 2 * j), SlotPair(xr[i][u], 2 * j + 1));
           }
         }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int u = 0; u < kStepsPerChunk; ++u) wr[h][u] = wr_next[h][u];
       }
     }
 
@@ -388,7 +333,6 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
   }
 
   wait_prior();
-  WaitCopies<0>();  // only empty groups are left, but none may land after the block exits
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
@@ -403,31 +347,16 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
 #endif
 }
 
-template <typename T, int kNTiles, int kStages>
+template <typename T, int kNTiles>
 cudaError_t LaunchTyped(const ChainArgs& args, int blocks, bool programmatic,
                         cudaStream_t stream) {
-  const auto kernel = ChainGemmKernel<T, kNTiles, kStages>;
-  constexpr int kSmem = kWarps * kStages * 2 * kStepsPerChunk * 32 * 16;
-  // Per device, once: the first launch on a device is at load (timing), never under capture.
-  static std::atomic<std::uint64_t> opted_in{0};
-  int device = 0;
-  if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
-  const std::uint64_t bit = std::uint64_t{1} << (device % 64);
-  if ((opted_in.load() & bit) == 0) {
-    if (const cudaError_t error =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-        error != cudaSuccess) {
-      return error;
-    }
-    opted_in.fetch_or(bit);
-  }
+  const auto kernel = ChainGemmKernel<T, kNTiles>;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmem;
   config.stream = stream;
   cudaLaunchAttribute attributes[2]{};
-  // Warps wait on each other's flags: every block must be resident at once.
+  // Blocks wait on each other's flags: every block must be resident at once.
   attributes[0].id = cudaLaunchAttributeCooperative;
   attributes[0].val.cooperative = 1;
   attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -435,14 +364,6 @@ cudaError_t LaunchTyped(const ChainArgs& args, int blocks, bool programmatic,
   config.attrs = attributes;
   config.numAttrs = programmatic ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, args);
-}
-
-// Shared memory for the weight ring: 6 stages a warp with one block an SM (192 KB), 3 with two.
-template <typename T, int kNTiles>
-cudaError_t LaunchStages(const ChainArgs& args, int blocks, int blocks_per_sm, bool programmatic,
-                         cudaStream_t stream) {
-  if (blocks_per_sm == 1) return LaunchTyped<T, kNTiles, 6>(args, blocks, programmatic, stream);
-  return LaunchTyped<T, kNTiles, 3>(args, blocks, programmatic, stream);
 }
 
 }  // namespace
@@ -552,10 +473,9 @@ cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
   args.total_units = static_cast<int>(units);
   const auto launch = [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    const int per_sm = config.blocks_per_sm;
-    if (rows <= 8) return LaunchStages<T, 1>(args, blocks, per_sm, programmatic, stream);
-    if (rows <= 16) return LaunchStages<T, 2>(args, blocks, per_sm, programmatic, stream);
-    return LaunchStages<T, 4>(args, blocks, per_sm, programmatic, stream);
+    if (rows <= 8) return LaunchTyped<T, 1>(args, blocks, programmatic, stream);
+    if (rows <= 16) return LaunchTyped<T, 2>(args, blocks, programmatic, stream);
+    return LaunchTyped<T, 4>(args, blocks, programmatic, stream);
   };
   return type == ElemType::kBf16 ? launch(__nv_bfloat16{}) : launch(__half{});
 }
