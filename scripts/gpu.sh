@@ -87,6 +87,16 @@ if [[ ${RUN_CHAIN:-0} == 1 ]]; then
   grep -E "profiled:|gpu__time|dram__|lts__|sm__warps" "$OUT/ncu_chain.csv" |
     sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $NF, $(NF-2), $0}' | cut -c1-200 | tail -80
 fi
+if [[ ${RUN_CHAIN_STALLS:-0} == 1 ]]; then
+  # Where one layer-chain launch's warps wait (MLP, 1 row, the CHAIN_LAUNCH-th configuration of
+  # the profile mode; 7: one unit a warp, two blocks an SM, no L2 prefetch).
+  echo "== layer-chain kernel warp states (${SECONDS} s)"
+  ncu --profile-from-start off --clock-control none --launch-skip "${CHAIN_LAUNCH:-7}" --launch-count 1 \
+    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain-profile \
+    > "$OUT/ncu_chain_stalls.txt" 2>&1 || status=1
+  grep -vE "^==PROF==|^profiled:" "$OUT/ncu_chain_stalls.txt" | tail -70
+fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \
