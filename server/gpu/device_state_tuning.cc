@@ -1,0 +1,368 @@
+// DeviceState's load-time half: choosing every GEMM's cuBLASLt algorithm and kernel, and the
+// runs of layers the layer-chain kernel takes over, by timing them on a state of the model's
+// own (device_state.h says what each chooser decides).
+#include "gpu/device_state.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
+
+#include "gpu/algo_cache.h"
+#include "gpu/cuda_check.h"
+
+namespace ltserve::gpu {
+namespace {
+
+std::string Fingerprint(int device) {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) return "unknown device";
+  return std::string(properties.name) + " sm_" + std::to_string(properties.major) +
+         std::to_string(properties.minor) + " cublasLt " + std::to_string(cublasLtGetVersion());
+}
+
+// The load log's account of the executor's own GEMM kernels: how many (step, bucket) pairs run
+// the small-batch kernel, and which layer shapes run the split-K kernel at which row counts
+// (each layer shape once, however many layers share it).
+std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning& tuning) {
+  int small_batch = 0;
+  int skinny = 0;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> skinny_rows;  // by first use
+  for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
+    const auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
+    if (step == nullptr) continue;
+    const std::string shape = std::to_string(step->k) + "->" + std::to_string(step->n);
+    for (std::size_t b = 0; b < tuning.kernels[s].size(); ++b) {
+      const GemmKernel::Kind kind = tuning.kernels[s][b].kind;
+      small_batch += kind == GemmKernel::Kind::kSmallBatch ? 1 : 0;
+      if (kind != GemmKernel::Kind::kSkinny) continue;
+      ++skinny;
+      auto entry = std::find_if(skinny_rows.begin(), skinny_rows.end(),
+                                [&](const auto& e) { return e.first == shape; });
+      if (entry == skinny_rows.end()) entry = skinny_rows.insert(skinny_rows.end(), {shape, {}});
+      const std::int64_t rows = model.StepRows(s, b);
+      if (std::find(entry->second.begin(), entry->second.end(), rows) == entry->second.end()) {
+        entry->second.push_back(rows);
+      }
+    }
+  }
+  std::vector<std::string> notes;
+  if (small_batch > 0) {
+    notes.push_back("small-batch kernel for " + std::to_string(small_batch) + " GEMM buckets");
+  }
+  if (skinny > 0) {
+    std::string note = "split-K kernel for " + std::to_string(skinny) + " GEMM buckets (";
+    for (std::size_t i = 0; i < skinny_rows.size(); ++i) {
+      note += (i > 0 ? "; linear " : "linear ") + skinny_rows[i].first + " at";
+      for (std::size_t r = 0; r < skinny_rows[i].second.size(); ++r) {
+        note += (r > 0 ? ", " : " ") + std::to_string(skinny_rows[i].second[r]);
+      }
+      note += " rows";
+    }
+    notes.push_back(note + ")");
+  }
+  return notes;
+}
+
+}  // namespace
+
+// The algorithm for one GEMM step at one bucket: from the cache when it still applies, else
+// timed; NOT_FOUND when cuBLASLt has none for this epilogue.
+Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, const GemmStep& step,
+                                                     std::int64_t rows, AlgoCache& cache,
+                                                     int* from_cache) {
+  const GpuModelOptions& options = model.options();
+  const GemmShape shape = step.Shape(rows);
+  LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, shape));
+  const std::string key = shape.Key(options.precision, options.workspace_bytes);
+  const cublasLtMatmulAlgo_t* cached = cache.Find(key);
+  if (cached != nullptr && gemm.Supports(handle_.get(), *cached, options.workspace_bytes)) {
+    ++*from_cache;
+    return *cached;
+  }
+  Result<cublasLtMatmulAlgo_t> algo =
+      TuneGemm(gemm, handle_.get(), Operands(model, step), workspace_.data(),
+               options.workspace_bytes, options.algo_candidates, stream());
+  if (!algo.ok()) {
+    if (algo.status().code() == StatusCode::kNotFound) return algo.status();
+    return algo.status().WithContext("choosing a cuBLASLt algorithm for " + key + ": ");
+  }
+  cache.Put(key, algo.value());
+  return algo;
+}
+
+// The kernel for one fused GEMM step at `rows`: cuBLASLt with `algo`, or one of the executor's
+// own kernels where the options allow one and it times clearly faster, each timed with the L2
+// cache emptied before every run (TimeColdOnStream says why). kAlways takes an own kernel
+// wherever one applies; an own kernel that fails to launch is left out, not fatal. The choice
+// is kept in `cache` under the shape's key: a cached choice the options still allow is taken
+// without timing (repeated layers, and restarts with an algorithm cache file).
+Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t rows,
+                                             const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
+                                             int* from_cache) {
+  const GpuModelOptions& options = model_->options();
+  const ElemType storage = StorageType(options.precision);
+  GemmKernel cublaslt;
+  if (!step.fused) return cublaslt;
+  const bool small_batch = options.small_batch != OwnKernelMode::kOff &&
+                           SmallBatchLinearSupports(storage, rows, step.k);
+  if (small_batch && options.small_batch == OwnKernelMode::kAlways) {
+    return GemmKernel::SmallBatch();
+  }
+  std::vector<GemmKernel> challengers;
+  if (small_batch && rows <= kSmallBatchAutoMaxRows) {
+    challengers.push_back(GemmKernel::SmallBatch());
+  }
+  const bool skinny = options.skinny_gemm != OwnKernelMode::kOff &&
+                      SkinnyGemmSupports(sm_major_, storage, rows, step.k);
+  if (skinny) {
+    for (const SkinnyGemmConfig& config : SkinnyGemmCandidates(rows, step.n, step.k)) {
+      challengers.push_back(GemmKernel::Skinny(config));
+    }
+  }
+  if (challengers.empty()) return cublaslt;
+  const bool replace = skinny && options.skinny_gemm == OwnKernelMode::kAlways;
+  // What the choice depends on: the GEMM's shape, epilogue and what runs after it, and which
+  // kernels the options let compete (a choice made with the split-K kernel off must not
+  // keep it off once it is allowed).
+  const std::string key =
+      "own," + step.Shape(rows).Key(options.precision, options.workspace_bytes) +
+      ",then=" + std::to_string(static_cast<int>(step.after)) + ",competing=" +
+      (challengers.front().kind == GemmKernel::Kind::kSmallBatch ? "small-batch+" : "") +
+      (skinny ? (replace ? "skinny-only" : "skinny") : "cublaslt");
+  if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
+    const bool allowed = (*cached == cublaslt && !replace) ||
+                         std::find(challengers.begin(), challengers.end(), *cached) !=
+                             challengers.end();
+    if (allowed) {
+      ++*from_cache;
+      return *cached;
+    }
+  }
+  LTSERVE_RETURN_IF_ERROR(EnsureFlush());
+  GemmKernel best = cublaslt;
+  float best_ms = std::numeric_limits<float>::infinity();
+  if (!replace) {
+    LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
+    LTSERVE_ASSIGN_OR_RETURN(best_ms, TimeColdOnStream([&] {
+      return RunCublasLt(step, rows, [&](const GemmOperands& operands) {
+        return gemm.RunWith(algo, handle_.get(), operands, workspace_.data(), workspace_.bytes(),
+                            stream());
+      });
+    }, flush_, stream()));
+  }
+  for (const GemmKernel& challenger : challengers) {
+    Result<float> ms = TimeColdOnStream([&] { return RunOwnKernel(challenger, step, rows); },
+                                        flush_, stream());
+    if (!ms.ok()) {
+      if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
+      continue;
+    }
+    const bool wins = best.kind == GemmKernel::Kind::kCublasLt && !replace
+                          ? ClearlyFaster(ms.value(), best_ms)
+                          : ms.value() < best_ms;
+    if (wins) {
+      best = challenger;
+      best_ms = ms.value();
+    }
+  }
+  cache.PutKernel(key, best);
+  return best;
+}
+
+Status DeviceState::EnsureFlush() {
+  if (flush_.data() != nullptr) return Status::Ok();
+  int l2_bytes = 0;
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, model_->options().gpu_device));
+  LTSERVE_ASSIGN_OR_RETURN(
+      flush_, DeviceBuffer::Create(2 * static_cast<std::size_t>(std::max(l2_bytes, 1 << 20)),
+                                   "L2 flush while timing GEMM kernels"));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_.data(), 0, flush_.bytes(), stream()));
+  return Status::Ok();
+}
+
+// Per bucket of up to kChainMaxRows rows and chainable run: the run's steps with the kernels
+// just chosen for them, and the layer-chain kernel in each configuration, each timed with the
+// L2 emptied first (a pass's weights are not in the L2 when it starts). kAlways takes the
+// fastest configuration wherever the kernel applies; kAuto only one clearly faster than the
+// steps. The choice is cached under the layers' shapes, the rows and the steps' own kernels.
+Status DeviceState::ChooseChains(GemmTuning& tuning, AlgoCache& cache, int* from_cache) {
+  const GpuModelOptions& options = model_->options();
+  const ElemType storage = StorageType(options.precision);
+  const std::size_t buckets = model_->buckets().size();
+  tuning.chains.assign(buckets, {});
+  if (options.layer_chain == OwnKernelMode::kOff || chain_scratch_.data() == nullptr) {
+    return Status::Ok();
+  }
+  LTSERVE_RETURN_IF_ERROR(EnsureFlush());
+  const bool always = options.layer_chain == OwnKernelMode::kAlways;
+  std::string rows_note;
+  for (const auto& [first, last] : ChainableRuns(tuning.steps)) {
+    std::array<ChainLayer, kChainMaxLayers> layers{};
+    if (!ChainLayers(tuning.steps, first, last, layers)) continue;
+    std::string taken;
+    for (std::size_t b = 0; b < buckets; ++b) {
+      const std::int64_t rows = model_->StepRows(first, b);
+      if (!ChainGemmSupports(sm_major_, storage, rows, layers.data(), last - first + 1)) continue;
+      std::string key = "chain," + std::string(PrecisionName(options.precision)) + ",rows=" +
+                        std::to_string(rows) + (always ? ",always" : ",auto");
+      for (std::size_t s = first; s <= last; ++s) {
+        const auto& step = std::get<GemmStep>(tuning.steps[s]);
+        key += ";" + std::to_string(step.k) + "->" + std::to_string(step.n) + ",act=" +
+               std::to_string(static_cast<int>(step.Effective(options.gelu))) +
+               (step.bias_offset != kNoOffset ? ",bias" : "") +
+               (step.residual != plan::kNoValue ? ",residual" : "") + ",";
+        std::string kernel = tuning.kernels[s][b].ToText();
+        std::replace(kernel.begin(), kernel.end(), ' ', '_');  // a key is one word in the file
+        key += kernel;
+      }
+      std::optional<ChainRun> best;
+      if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
+        ++*from_cache;
+        if (cached->kind == GemmKernel::Kind::kChain) best = ChainRun{first, last, cached->chain};
+      } else {
+        LTSERVE_ASSIGN_OR_RETURN(best, TimeChain(tuning, first, last, b, always));
+        cache.PutKernel(key, best.has_value() ? GemmKernel::Chain(best->config)
+                                              : GemmKernel{});
+      }
+      if (!best.has_value()) continue;
+      tuning.chains[b].push_back(*best);
+      taken += (taken.empty() ? " at " : ", ") + std::to_string(rows) + " rows (" +
+               best->config.Describe() + ")";
+    }
+    if (!taken.empty()) {
+      rows_note += (rows_note.empty() ? "" : "; ") + std::string("steps ") + std::to_string(first) +
+                   "-" + std::to_string(last) + taken;
+    }
+  }
+  if (!rows_note.empty()) tuning.notes.push_back("layer-chain kernel for " + rows_note);
+  return Status::Ok();
+}
+
+// The run's steps with their chosen kernels against every configuration of the layer-chain
+// kernel at bucket `b`, each timed with the L2 emptied; the fastest configuration if it is
+// clearly faster than the steps (kAlways: if it runs at all), else nullopt.
+Result<std::optional<ChainRun>> DeviceState::TimeChain(const GemmTuning& tuning, std::size_t first,
+                                                       std::size_t last, std::size_t b,
+                                                       bool always) {
+  const GpuModelOptions& options = model_->options();
+  const std::int64_t rows = model_->StepRows(first, b);
+  float steps_ms = std::numeric_limits<float>::infinity();
+  if (!always) {
+    std::vector<Gemm> gemms;  // the cuBLASLt steps' descriptors, made before timing
+    for (std::size_t s = first; s <= last; ++s) {
+      const auto& step = std::get<GemmStep>(tuning.steps[s]);
+      LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
+      gemms.push_back(std::move(gemm));
+    }
+    LTSERVE_ASSIGN_OR_RETURN(steps_ms, TimeColdOnStream([&]() -> Status {
+      for (std::size_t s = first; s <= last; ++s) {
+        const auto& step = std::get<GemmStep>(tuning.steps[s]);
+        const GemmKernel& kernel = tuning.kernels[s][b];
+        if (kernel.kind != GemmKernel::Kind::kCublasLt) {
+          LTSERVE_RETURN_IF_ERROR(RunOwnKernel(kernel, step, rows));
+          continue;
+        }
+        const Gemm& gemm = gemms[s - first];
+        LTSERVE_RETURN_IF_ERROR(RunCublasLt(step, rows, [&](const GemmOperands& operands) {
+          return gemm.RunWith(tuning.algos[s][b], handle_.get(), operands, workspace_.data(),
+                              workspace_.bytes(), stream());
+        }));
+      }
+      return Status::Ok();
+    }, flush_, stream()));
+  }
+  std::optional<ChainRun> best;
+  float best_ms = std::numeric_limits<float>::infinity();
+  for (const ChainGemmConfig& config : ChainGemmCandidates(rows)) {
+    const ChainRun run{first, last, config};
+    Result<float> ms =
+        TimeColdOnStream([&] { return RunChain(tuning.steps, run, rows); }, flush_, stream());
+    if (!ms.ok()) {
+      if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
+      continue;
+    }
+    if (ms.value() < best_ms) {
+      best = run;
+      best_ms = ms.value();
+    }
+  }
+  if (!best.has_value() || !(always || ClearlyFaster(best_ms, steps_ms))) {
+    return std::optional<ChainRun>();
+  }
+  return best;
+}
+
+Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const GpuModel> model) {
+  if (model == nullptr || model->tuned()) return InvalidArgument("Tune takes an untuned model");
+  const GpuModelOptions& options = model->options();
+  AlgoCache cache(Fingerprint(options.gpu_device));
+  if (!options.algo_cache_file.empty()) LTSERVE_RETURN_IF_ERROR(cache.Load(options.algo_cache_file));
+  const std::size_t cached_before = cache.size();
+  // Buffers of instance size, so candidates are timed on the real shapes and alignments, and
+  // on random values: zeros run faster than real data and would skew the ranking.
+  LTSERVE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceState> state, Create(model));
+  const ElemType storage = StorageType(options.precision);
+  for (std::size_t v = 0; v < state->values_.size(); ++v) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchFillRandom(
+        state->values_[v].data(), storage, state->values_[v].bytes() / ElemSize(storage),
+        static_cast<std::uint32_t>(v + 1), state->stream()));
+  }
+  const std::size_t buckets = model->buckets().size();
+  GemmTuning tuning;
+  tuning.steps = model->steps();
+  tuning.algos.assign(tuning.steps.size(), {});
+  tuning.kernels.assign(tuning.steps.size(), std::vector<GemmKernel>(buckets));
+  int from_cache = 0;
+  int kernels_from_cache = 0;
+  for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
+    auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
+    if (step == nullptr) continue;
+    for (std::size_t b = 0; b < buckets; ++b) {
+      const std::int64_t rows = model->StepRows(s, b);
+      Result<cublasLtMatmulAlgo_t> algo =
+          state->ChooseAlgo(*model, *step, rows, cache, &from_cache);
+      if (!algo.ok() && algo.status().code() == StatusCode::kNotFound && step->fused) {
+        tuning.notes.push_back("linear " + std::to_string(step->k) + "->" +
+                               std::to_string(step->n) + " (plan op " + std::to_string(s) +
+                               "): cuBLASLt has no fused algorithm at " +
+                               std::to_string(rows) +
+                               " rows; running matmul + separate bias/activation kernel");
+        step->fused = false;
+        ChooseEpilogue(*step, options.gelu);
+        tuning.algos[s].clear();
+        tuning.kernels[s].assign(buckets, GemmKernel{});
+        b = static_cast<std::size_t>(-1);  // every bucket again, unfused (the loop's ++b wraps)
+        continue;
+      }
+      if (!algo.ok()) return algo.status();
+      tuning.algos[s].push_back(algo.value());
+      LTSERVE_ASSIGN_OR_RETURN(
+          tuning.kernels[s][b],
+          state->ChooseKernel(*step, rows, algo.value(), cache, &kernels_from_cache));
+    }
+  }
+  LTSERVE_RETURN_IF_ERROR(state->ChooseChains(tuning, cache, &kernels_from_cache));
+  if (from_cache + kernels_from_cache > 0) {
+    // Repeated shapes (the layers of an encoder) hit the cache too, file or not.
+    tuning.notes.push_back(std::to_string(from_cache) + " GEMM algorithms " +
+                           (kernels_from_cache > 0
+                                ? "and " + std::to_string(kernels_from_cache) + " kernel choices "
+                                : std::string()) +
+                           "from the cache" +
+                           (options.algo_cache_file.empty() ? std::string(" (shapes timed earlier in this load)")
+                                                            : " (" + options.algo_cache_file + ")"));
+  }
+  for (std::string& note : OwnKernelNotes(*model, tuning)) tuning.notes.push_back(std::move(note));
+  if (!state->own_kernel_failure_.empty()) {
+    tuning.notes.push_back("an own GEMM kernel failed to run and was left out (first failure: " +
+                           state->own_kernel_failure_ + ")");
+  }
+  if (!options.algo_cache_file.empty() && cache.size() != cached_before) {
+    LTSERVE_RETURN_IF_ERROR(cache.Save(options.algo_cache_file));
+  }
+  return model->WithTuning(std::move(tuning));
+}
+
+}  // namespace ltserve::gpu
