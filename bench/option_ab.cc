@@ -31,6 +31,13 @@ OptionAB LayerChainAB() {
                   [](ltserve::ModelOptions& o) { o.layer_chain = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB GemmLayerNormAB() {
+  return OptionAB{"the GEMM + LayerNorm kernel where it times faster (gemm_layernorm_kernel auto) and never (off)",
+                  "auto", "off",
+                  [](ltserve::ModelOptions& o) { o.gemm_layernorm = ltserve::OwnKernelMode::kAuto; },
+                  [](ltserve::ModelOptions& o) { o.gemm_layernorm = ltserve::OwnKernelMode::kOff; }};
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,

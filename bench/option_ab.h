@@ -35,9 +35,10 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   const std::optional<ltserve::TokenLayout>& tokens,
                   std::span<const std::int64_t> batches, std::int64_t seq);
 
-// The two A/Bs the benchmarks print.
+// The A/Bs the benchmarks print.
 OptionAB ProgrammaticLaunchAB();
 OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
+OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off
 
 }  // namespace ltserve_bench

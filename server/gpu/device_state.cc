@@ -133,6 +133,9 @@ Status DeviceState::RunOwnKernel(const GemmKernel& kernel, const GemmStep& step,
   const GemmOperands o = Operands(*model_, step);
   const plan::Activation act = step.Effective(model_->options().gelu);
   const ElemType storage = StorageType(model_->options().precision);
+  if (kernel.kind == GemmKernel::Kind::kChain || kernel.kind == GemmKernel::Kind::kNormGemm) {
+    return Internal("a " + kernel.ToText() + " kernel does not run one GEMM step alone");
+  }
   if (kernel.kind == GemmKernel::Kind::kSmallBatch) {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(o.input, o.weight, o.bias, o.residual,
                                                         o.output, rows, step.n, step.k, act,
@@ -173,6 +176,28 @@ Status DeviceState::RunChain(const std::vector<Step>& steps, const ChainRun& run
       run.config, Value(first.input), layers.data(), run.last_step - run.first_step + 1, rows,
       StorageType(model_->options().precision), chain_scratch_.data(), chain_scratch_.bytes(),
       sm_count_, programmatic_, stream()));
+  return Status::Ok();
+}
+
+Status DeviceState::RunNormGemm(const NormGemmConfig& config, std::size_t step_index,
+                                std::int64_t rows) {
+  const std::vector<Step>& steps = model_->steps();
+  const auto* gemm = std::get_if<GemmStep>(&steps[step_index]);
+  const auto* norm = step_index + 1 < steps.size() ? std::get_if<LayerNormStep>(&steps[step_index + 1])
+                                                   : nullptr;
+  if (gemm == nullptr || norm == nullptr) {
+    return Internal("step " + std::to_string(step_index) +
+                    " is not a GEMM followed by a LayerNorm, yet runs the GEMM + LayerNorm kernel");
+  }
+  // LayerNormFusableGemms lets at most one of the two have a residual.
+  const plan::ValueId residual = gemm->residual != plan::kNoValue ? gemm->residual : norm->residual;
+  LTSERVE_CUDA_RETURN_IF_ERROR(LaunchNormGemm(
+      config, Value(gemm->input), model_->Weight(gemm->weight_offset),
+      model_->Weight(gemm->bias_offset),
+      residual == plan::kNoValue ? nullptr : Value(residual),
+      static_cast<const float*>(model_->Weight(norm->gamma_offset)),
+      static_cast<const float*>(model_->Weight(norm->beta_offset)), norm->eps, Value(norm->output),
+      rows, gemm->n, gemm->k, StorageType(model_->options().precision), programmatic_, stream()));
   return Status::Ok();
 }
 
@@ -253,7 +278,15 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
         }
       }
       ++chain;
-    } else if (const auto* gemm = std::get_if<GemmStep>(&step)) {
+    } else if (const auto* gemm = std::get_if<GemmStep>(&step);
+               gemm != nullptr && model_->Kernel(s, bucket).kind == GemmKernel::Kind::kNormGemm) {
+      LTSERVE_RETURN_IF_ERROR(RunNormGemm(model_->Kernel(s, bucket).norm, s, step_rows));
+      // The LayerNorm step ran inside this launch: both steps' marks are its end.
+      if (s < step_marks.size()) {
+        LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
+      }
+      ++s;
+    } else if (gemm != nullptr) {
       LTSERVE_RETURN_IF_ERROR(RunGemm(s, *gemm, bucket));
     } else if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
       const void* residual =

@@ -85,11 +85,19 @@ class DeviceState {
   bool ChainLayers(const std::vector<Step>& steps, std::size_t first, std::size_t last,
                    std::array<ChainLayer, kChainMaxLayers>& layers) const;
   Status RunChain(const std::vector<Step>& steps, const ChainRun& run, std::int64_t rows);
+  // GEMM step `step_index` and the LayerNorm step after it as one launch of the GEMM +
+  // LayerNorm kernel.
+  Status RunNormGemm(const NormGemmConfig& config, std::size_t step_index, std::int64_t rows);
   Status EnsureFlush();
   // Tune's: times each chainable run at each bucket of up to kChainMaxRows rows against its
   // steps' chosen kernels and records the runs the layer-chain kernel takes over; the choice
   // is kept in `cache` like a kernel choice.
   Status ChooseChains(GemmTuning& tuning, AlgoCache& cache, int* from_cache);
+  // Tune's, after ChooseChains: times each GEMM + LayerNorm pair LayerNormFusableGemms finds,
+  // at each bucket the kernel takes and no layer chain covers, against the GEMM's chosen
+  // kernel followed by the LayerNorm kernel, and marks the GEMM step kNormGemm where the
+  // fused kernel wins (kAuto: clearly; kAlways: wherever it runs); cached like a kernel choice.
+  Status ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* from_cache);
   Result<std::optional<ChainRun>> TimeChain(const GemmTuning& tuning, std::size_t first,
                                             std::size_t last, std::size_t bucket, bool always);
   Status RunEmbed(const EmbedStep& step, std::size_t bucket);

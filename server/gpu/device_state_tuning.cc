@@ -27,6 +27,8 @@ std::string Fingerprint(int device) {
 std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning& tuning) {
   int small_batch = 0;
   int skinny = 0;
+  int norm = 0;
+  std::vector<std::int64_t> norm_rows;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> skinny_rows;  // by first use
   for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
     const auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
@@ -35,6 +37,13 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
     for (std::size_t b = 0; b < tuning.kernels[s].size(); ++b) {
       const GemmKernel::Kind kind = tuning.kernels[s][b].kind;
       small_batch += kind == GemmKernel::Kind::kSmallBatch ? 1 : 0;
+      if (kind == GemmKernel::Kind::kNormGemm) {
+        ++norm;
+        const std::int64_t rows = model.StepRows(s, b);
+        if (std::find(norm_rows.begin(), norm_rows.end(), rows) == norm_rows.end()) {
+          norm_rows.push_back(rows);
+        }
+      }
       if (kind != GemmKernel::Kind::kSkinny) continue;
       ++skinny;
       auto entry = std::find_if(skinny_rows.begin(), skinny_rows.end(),
@@ -60,6 +69,13 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
       note += " rows";
     }
     notes.push_back(note + ")");
+  }
+  if (norm > 0) {
+    std::string note = "GEMM + LayerNorm kernel for " + std::to_string(norm) + " GEMM buckets (at";
+    for (std::size_t r = 0; r < norm_rows.size(); ++r) {
+      note += (r > 0 ? ", " : " ") + std::to_string(norm_rows[r]);
+    }
+    notes.push_back(note + " rows)");
   }
   return notes;
 }
@@ -240,6 +256,85 @@ Status DeviceState::ChooseChains(GemmTuning& tuning, AlgoCache& cache, int* from
   return Status::Ok();
 }
 
+// Per GEMM + LayerNorm pair and bucket the kernel takes (and no layer chain covers): the GEMM
+// with its chosen kernel followed by the LayerNorm kernel, against every configuration of the
+// GEMM + LayerNorm kernel, each timed with the L2 emptied first.
+Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* from_cache) {
+  const GpuModelOptions& options = model_->options();
+  if (options.gemm_layernorm == OwnKernelMode::kOff) return Status::Ok();
+  const ElemType storage = StorageType(options.precision);
+  const bool always = options.gemm_layernorm == OwnKernelMode::kAlways;
+  const plan::Plan& plan = model_->plan();
+  for (const std::size_t s : LayerNormFusableGemms(tuning.steps, plan.output())) {
+    const auto& gemm = std::get<GemmStep>(tuning.steps[s]);
+    const auto& norm = std::get<LayerNormStep>(tuning.steps[s + 1]);
+    for (std::size_t b = 0; b < model_->buckets().size(); ++b) {
+      const std::int64_t rows = model_->StepRows(s, b);
+      if (!NormGemmSupports(sm_major_, storage, rows, gemm.n, gemm.k)) continue;
+      const std::vector<ChainRun>& chains = tuning.chains[b];  // ChooseChains sized it
+      if (std::any_of(chains.begin(), chains.end(), [s](const ChainRun& run) {
+            return run.first_step <= s && s <= run.last_step;
+          })) {
+        continue;
+      }
+      const GemmKernel& alone = tuning.kernels[s][b];
+      std::string alone_text = alone.ToText();
+      std::replace(alone_text.begin(), alone_text.end(), ' ', '_');  // a key is one word in the file
+      const std::string key = "norm," + std::string(PrecisionName(options.precision)) +
+                              ",rows=" + std::to_string(rows) + "," + std::to_string(gemm.k) +
+                              "->" + std::to_string(gemm.n) +
+                              (gemm.bias_offset != kNoOffset ? ",bias" : "") +
+                              (gemm.residual != plan::kNoValue ? ",residual" : "") +
+                              (norm.residual != plan::kNoValue ? ",norm-residual" : "") + ",then=" +
+                              alone_text + (always ? ",always" : ",auto");
+      if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
+        ++*from_cache;
+        if (cached->kind == GemmKernel::Kind::kNormGemm) tuning.kernels[s][b] = *cached;
+        continue;
+      }
+      LTSERVE_RETURN_IF_ERROR(EnsureFlush());
+      float alone_ms = std::numeric_limits<float>::infinity();
+      if (!always) {
+        LTSERVE_ASSIGN_OR_RETURN(Gemm cublaslt, Gemm::Create(options.precision, gemm.Shape(rows)));
+        LTSERVE_ASSIGN_OR_RETURN(alone_ms, TimeColdOnStream([&]() -> Status {
+          if (alone.kind != GemmKernel::Kind::kCublasLt) {
+            LTSERVE_RETURN_IF_ERROR(RunOwnKernel(alone, gemm, rows));
+          } else {
+            LTSERVE_RETURN_IF_ERROR(RunCublasLt(gemm, rows, [&](const GemmOperands& operands) {
+              return cublaslt.RunWith(tuning.algos[s][b], handle_.get(), operands,
+                                      workspace_.data(), workspace_.bytes(), stream());
+            }));
+          }
+          LTSERVE_CUDA_RETURN_IF_ERROR(LaunchLayerNorm(
+              Value(gemm.output),
+              norm.residual == plan::kNoValue ? nullptr : Value(norm.residual), static_cast<const float*>(model_->Weight(norm.gamma_offset)),
+              static_cast<const float*>(model_->Weight(norm.beta_offset)), Value(norm.output), rows,
+              gemm.n, norm.eps, storage, programmatic_, stream()));
+          return Status::Ok();
+        }, flush_, stream()));
+      }
+      std::optional<NormGemmConfig> best;
+      float best_ms = std::numeric_limits<float>::infinity();
+      for (const NormGemmConfig& config : NormGemmCandidates(rows, gemm.n, gemm.k)) {
+        Result<float> ms =
+            TimeColdOnStream([&] { return RunNormGemm(config, s, rows); }, flush_, stream());
+        if (!ms.ok()) {
+          if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
+          continue;
+        }
+        if (ms.value() < best_ms) {
+          best = config;
+          best_ms = ms.value();
+        }
+      }
+      const bool wins = best.has_value() && (always || ClearlyFaster(best_ms, alone_ms));
+      cache.PutKernel(key, wins ? GemmKernel::NormGemm(*best) : GemmKernel{});
+      if (wins) tuning.kernels[s][b] = GemmKernel::NormGemm(*best);
+    }
+  }
+  return Status::Ok();
+}
+
 // The run's steps with their chosen kernels against every configuration of the layer-chain
 // kernel at bucket `b`, each timed with the L2 emptied; the fastest configuration if it is
 // clearly faster than the steps (kAlways: if it runs at all), else nullopt.
@@ -344,6 +439,7 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
     }
   }
   LTSERVE_RETURN_IF_ERROR(state->ChooseChains(tuning, cache, &kernels_from_cache));
+  LTSERVE_RETURN_IF_ERROR(state->ChooseNormGemms(tuning, cache, &kernels_from_cache));
   if (from_cache + kernels_from_cache > 0) {
     // Repeated shapes (the layers of an encoder) hit the cache too, file or not.
     tuning.notes.push_back(std::to_string(from_cache) + " GEMM algorithms " +

@@ -14,6 +14,9 @@ std::string GemmKernel::ToText() const {
     case Kind::kChain:
       return "chain " + std::to_string(chain.units_per_warp) + " " + (chain.prefetch ? "1" : "0") +
              " " + std::to_string(chain.blocks_per_sm);
+    case Kind::kNormGemm:
+      return "norm " + std::to_string(norm.m_tile) + " " + std::to_string(norm.col_tiles) + " " +
+             std::to_string(norm.unroll);
   }
   return "cublaslt";
 }
@@ -49,6 +52,19 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
     kernel.kind = Kind::kChain;
     kernel.chain = ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch == 1,
                                    static_cast<std::uint8_t>(blocks)};
+  } else if (word == "norm") {
+    int m_tile = 0;
+    int col_tiles = 0;
+    int unroll = 0;
+    in >> m_tile >> col_tiles >> unroll;
+    if (!in || (m_tile != 8 && m_tile != 16) || col_tiles < 1 || col_tiles > 4 ||
+        (unroll != 1 && unroll != 2)) {
+      return std::nullopt;
+    }
+    kernel.kind = Kind::kNormGemm;
+    kernel.norm = NormGemmConfig{static_cast<std::uint8_t>(m_tile),
+                                 static_cast<std::uint8_t>(col_tiles),
+                                 static_cast<std::uint8_t>(unroll)};
   } else {
     return std::nullopt;
   }

@@ -2,7 +2,9 @@
 // step and bucket) or one of the executor's own, chosen by timing at load (DeviceState::Tune)
 // and kept in the algorithm cache file beside the cuBLASLt algorithms (algo_cache.h). The cache
 // also keeps whether a run of steps goes to the layer-chain kernel: kChain with its
-// configuration, or kCublasLt for "each step its own kernel".
+// configuration, or kCublasLt for "each step its own kernel". kNormGemm marks a GEMM step that
+// runs together with the LayerNorm step after it (norm_gemm.h); that LayerNorm step then
+// launches nothing of its own.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +13,17 @@
 #include <string_view>
 
 #include "gpu/chain_gemm.h"
+#include "gpu/norm_gemm.h"
 #include "gpu/skinny_gemm.h"
 
 namespace ltserve::gpu {
 
 struct GemmKernel {
-  enum class Kind : std::uint8_t { kCublasLt, kSmallBatch, kSkinny, kChain };
+  enum class Kind : std::uint8_t { kCublasLt, kSmallBatch, kSkinny, kChain, kNormGemm };
   Kind kind = Kind::kCublasLt;
   SkinnyGemmConfig skinny;  // kSkinny only
   ChainGemmConfig chain;    // kChain only
+  NormGemmConfig norm;      // kNormGemm only
 
   static GemmKernel SmallBatch() { return WithKind(Kind::kSmallBatch); }
   static GemmKernel Skinny(const SkinnyGemmConfig& config) {
@@ -32,14 +36,20 @@ struct GemmKernel {
     kernel.chain = config;
     return kernel;
   }
+  static GemmKernel NormGemm(const NormGemmConfig& config) {
+    GemmKernel kernel = WithKind(Kind::kNormGemm);
+    kernel.norm = config;
+    return kernel;
+  }
 
   friend bool operator==(const GemmKernel& a, const GemmKernel& b) {
     return a.kind == b.kind && (a.kind != Kind::kSkinny || a.skinny == b.skinny) &&
-           (a.kind != Kind::kChain || a.chain == b.chain);
+           (a.kind != Kind::kChain || a.chain == b.chain) &&
+           (a.kind != Kind::kNormGemm || a.norm == b.norm);
   }
-  // One word or, for kSkinny and kChain, the word and its numbers: "cublaslt", "small-batch",
-  // "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1 1" (units_per_warp,
-  // prefetch, blocks_per_sm).
+  // One word or, for kSkinny, kChain and kNormGemm, the word and its numbers: "cublaslt",
+  // "small-batch", "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1 1"
+  // (units_per_warp, prefetch, blocks_per_sm), "norm 16 3 2" (m_tile, col_tiles, unroll).
   std::string ToText() const;
   // The inverse of ToText; nullopt for anything else.
   static std::optional<GemmKernel> FromText(std::string_view text);

@@ -219,6 +219,50 @@ std::vector<std::pair<std::size_t, std::size_t>> ChainableRuns(const std::vector
   return runs;
 }
 
+namespace {
+
+// Whether `step` reads value `id`.
+bool Reads(const Step& step, plan::ValueId id) {
+  return std::visit(
+      [id](const auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, GemmStep> || std::is_same_v<T, PointwiseStep> ||
+                      std::is_same_v<T, LayerNormStep>) {
+          return o.input == id || o.residual == id;
+        } else if constexpr (std::is_same_v<T, AttentionStep>) {
+          return o.qkv == id;
+        } else if constexpr (std::is_same_v<T, PoolStep> || std::is_same_v<T, L2NormalizeStep>) {
+          return o.input == id;
+        } else {
+          return false;  // EmbedStep reads the executor's token inputs only
+        }
+      },
+      step);
+}
+
+}  // namespace
+
+std::vector<std::size_t> LayerNormFusableGemms(const std::vector<Step>& steps,
+                                               plan::ValueId plan_output) {
+  std::vector<std::size_t> fusable;
+  for (std::size_t s = 0; s + 1 < steps.size(); ++s) {
+    const auto* gemm = std::get_if<GemmStep>(&steps[s]);
+    const auto* norm = std::get_if<LayerNormStep>(&steps[s + 1]);
+    if (gemm == nullptr || norm == nullptr || gemm->activation != plan::Activation::kNone ||
+        norm->input != gemm->output || norm->residual == gemm->output ||
+        (gemm->residual != plan::kNoValue && norm->residual != plan::kNoValue) ||
+        gemm->output == plan_output) {
+      continue;
+    }
+    bool only_reader = true;
+    for (std::size_t t = 0; only_reader && t < steps.size(); ++t) {
+      only_reader = t == s + 1 || !Reads(steps[t], gemm->output);
+    }
+    if (only_reader) fusable.push_back(s);
+  }
+  return fusable;
+}
+
 std::size_t GpuModel::BucketFor(std::int64_t rows, std::int64_t sequences) const {
   return SmallestBucket(buckets_, bucket_sequences_, rows, sequences);
 }

@@ -157,13 +157,21 @@ struct ChainRun {
 // As (first_step, last_step) pairs, in step order.
 std::vector<std::pair<std::size_t, std::size_t>> ChainableRuns(const std::vector<Step>& steps);
 
+// Where the GEMM + LayerNorm kernel (norm_gemm.h) could take over: each GEMM step s whose
+// output only the LayerNorm step s + 1 reads (it is not `plan_output`, nor any other step's
+// input), with no activation of its own and a residual in at most one of the two (the kernel
+// adds it before the statistics either way). In step order.
+std::vector<std::size_t> LayerNormFusableGemms(const std::vector<Step>& steps,
+                                               plan::ValueId plan_output);
+
 // What tuning chose for a model: its steps (a layer cuBLASLt cannot fuse comes back as matmul +
 // pointwise), and per GEMM step and bucket the cuBLASLt algorithm and the kernel that runs;
 // notes for the load log.
 struct GemmTuning {
   std::vector<Step> steps;
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos;  // [step][bucket], GEMM steps only
-  std::vector<std::vector<GemmKernel>> kernels;          // [step][bucket], GEMM steps only
+  // [step][bucket], GEMM steps only; kNormGemm: the step and the LayerNorm step after it
+  std::vector<std::vector<GemmKernel>> kernels;
   std::vector<std::vector<ChainRun>> chains;              // [bucket], in step order; may be empty
   std::vector<std::string> notes;
 };

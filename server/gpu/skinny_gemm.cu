@@ -21,8 +21,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 
+#include "gpu/cluster_launch.cuh"
 #include "gpu/kernels_device.cuh"
 #include "gpu/skinny_gemm.h"
 #include "gpu/tensor_core_device.cuh"
@@ -40,7 +40,6 @@ constexpr int kStep = 32;   // K per pair of mmas (two m16n8k16)
 // 128, so the 8 threads of a quarter-warp (rows g, g + 1 at 4 offsets each) read 8 distinct
 // 16-byte bank groups.
 constexpr int kPad = 32;
-constexpr int kPortableCluster = 8;  // larger clusters need the kernel's opt-in
 constexpr int kMaxCluster = 16;
 
 template <int kMTile, int kRowTiles, int kUnroll>
@@ -218,41 +217,15 @@ cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* b
                         std::int64_t k, plan::Activation act, bool programmatic,
                         cudaStream_t stream) {
   using S = Shape<kMTile, kRowTiles, kUnroll>;
-  const auto kernel = SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll>;
-  if (cluster > kPortableCluster) {
-    // Per device, once: the first launch on a device is at load (timing), never under capture.
-    static std::atomic<std::uint64_t> opted_in{0};
-    int device = 0;
-    if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
-    const std::uint64_t bit = std::uint64_t{1} << (device % 64);
-    if ((opted_in.load() & bit) == 0) {
-      if (const cudaError_t error =
-              cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-          error != cudaSuccess) {
-        return error;
-      }
-      opted_in.fetch_or(bit);
-    }
-  }
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>((n + S::kBlockRows - 1) / S::kBlockRows),
-                        static_cast<unsigned>(cluster),
-                        static_cast<unsigned>((rows + kMTile - 1) / kMTile));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attributes[2]{};
-  attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = 1;
-  attributes[0].val.clusterDim.y = static_cast<unsigned>(cluster);
-  attributes[0].val.clusterDim.z = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attributes;
-  config.numAttrs = programmatic ? 2 : 1;
-  return cudaLaunchKernelEx(&config, kernel, static_cast<const T*>(x), static_cast<const T*>(w),
-                            static_cast<const T*>(bias), static_cast<const T*>(residual),
-                            static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(n),
-                            static_cast<int>(k), act);
+  // The cluster's blocks split K along y; x covers the outputs, z the rows.
+  const dim3 grid(static_cast<unsigned>((n + S::kBlockRows - 1) / S::kBlockRows),
+                  static_cast<unsigned>(cluster),
+                  static_cast<unsigned>((rows + kMTile - 1) / kMTile));
+  return LaunchInClusters<SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll>>(
+      dim3(1, static_cast<unsigned>(cluster)), grid, dim3(kThreads), programmatic, stream,
+      static_cast<const T*>(x),
+      static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(residual),
+      static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), act);
 }
 
 template <typename T, int kMTile>

@@ -21,7 +21,8 @@ const char* PrecisionName(Precision precision);  // "bf16", "fp16", "fp32", "tf3
 enum class GeluMode : std::uint8_t { kTanhEpilogue, kExact };
 
 // When to run a few-row Linear with one of the GPU executor's own kernels (the small-batch
-// matrix-vector kernel, the split-K skinny GEMM, the layer-chain kernel) instead of cuBLASLt:
+// matrix-vector kernel, the split-K skinny GEMM, the layer-chain kernel, the GEMM + LayerNorm
+// kernel) instead of cuBLASLt:
 // kAuto where it times faster at load, kAlways wherever it can (tests), kOff never.
 enum class OwnKernelMode : std::uint8_t { kAuto, kAlways, kOff };
 
@@ -60,6 +61,9 @@ struct ModelOptions {
   // Off unless asked for: on the H200 it timed slower than the layers' own kernels at every
   // shape measured (bench/RESULTS.md), so "auto" would only add timing to every load.
   OwnKernelMode layer_chain = OwnKernelMode::kOff;
+  // A Linear and the LayerNorm reading its output in one kernel, up to 512 rows and 1024
+  // outputs (gpu/norm_gemm.h): the post-LN steps of BERT-family encoders.
+  OwnKernelMode gemm_layernorm = OwnKernelMode::kAuto;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal
   PathChoice execution_path = PathChoice::kAuto;

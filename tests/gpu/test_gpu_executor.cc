@@ -101,6 +101,24 @@ std::shared_ptr<const plan::Plan> SmallBatchPlan() {
   return b.plan;
 }
 
+// Both forms of a post-LN step the GEMM + LayerNorm kernel takes: the residual in the GEMM,
+// and the residual in the LayerNorm (nn.TransformerEncoderLayer's first norm), at an output
+// width off the kernel's blocks, then a Linear reading the second norm.
+std::shared_ptr<const plan::Plan> GemmLayerNormPlan() {
+  Builder b;
+  const auto in = b.Value(37);
+  const auto v1 = b.Linear(in, 200, true, Activation::kRelu);
+  const auto v2 = b.Linear(v1, 200, true, Activation::kNone, v1);
+  const auto x1 = b.LayerNorm(v2);
+  const auto v3 = b.Linear(x1, 200, false, Activation::kNone);
+  const auto x2 = b.LayerNorm(v3, x1);
+  const auto out = b.Linear(x2, 29, true, Activation::kNone);
+  b.plan->SetInput(in, plan::InputKind::kRows);
+  b.plan->SetOutput(out);
+  EXPECT_TRUE(b.plan->Validate().ok());
+  return b.plan;
+}
+
 ModelSpec Spec(const plan::Plan& plan, const std::string& precision, DataType io,
                int max_batch = kMaxBatch) {
   ModelSpec spec;
@@ -170,6 +188,17 @@ void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c
       EXPECT_EQ(describe.find(", 64 rows"), std::string::npos) << describe;
     } else {
       EXPECT_EQ(describe.find("layer-chain"), std::string::npos) << describe;
+    }
+  }
+  if (extra["gemm_layernorm_kernel"] == "always") {
+    // GemmLayerNormPlan's two (GEMM, LayerNorm) pairs at each of the 9 buckets (1..128, 200).
+    if (sixteen_bit) {
+      EXPECT_NE(describe.find("GEMM + LayerNorm kernel for 18 GEMM buckets (at 1, 2, 4, 8, 16, "
+                              "32, 64, 128, 200 rows)"),
+                std::string::npos)
+          << describe;
+    } else {
+      EXPECT_EQ(describe.find("GEMM + LayerNorm"), std::string::npos) << describe;
     }
   }
   auto instance = factory.value()->CreateInstance(0);
@@ -250,6 +279,15 @@ TEST_P(PrecisionTest, LayerChainKernelMatchesReference) {
   SKIP_WITHOUT_GPU();
   CheckAgainstReference(SmallBatchPlan(), GetParam(),
                         {{"layer_chain_kernel", "always"}, {"small_batch_kernel", "off"}});
+}
+
+// The GEMM + LayerNorm kernel for both pairs at every bucket (on Hopper), at the
+// configuration that timed fastest; against it, the same plan with the kernel off. Its every
+// configuration: test_norm_gemm.cc.
+TEST_P(PrecisionTest, GemmLayerNormKernelMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  CheckAgainstReference(GemmLayerNormPlan(), GetParam(), {{"gemm_layernorm_kernel", "always"}});
+  CheckAgainstReference(GemmLayerNormPlan(), GetParam(), {{"gemm_layernorm_kernel", "off"}});
 }
 
 TEST_P(PrecisionTest, AlignedWidthsFuseEveryLayerAndMatchReference) {
@@ -344,7 +382,8 @@ TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
       {ZooPlan(), {{"small_batch_kernel", "always"}}},
       {SmallBatchPlan(), {{"small_batch_kernel", "always"}}},
       {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"skinny_gemm_kernel", "always"}}},
-      {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"layer_chain_kernel", "always"}}}};
+      {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"layer_chain_kernel", "always"}}},
+      {GemmLayerNormPlan(), {{"gemm_layernorm_kernel", "always"}}}};
   for (const auto& [plan, kernels] : cases) {
     const std::filesystem::path cache = std::filesystem::temp_directory_path() /
                                         ("ltserve_algo_cache_" + std::to_string(Rng()()));

@@ -1,0 +1,52 @@
+// Launching a kernel in thread-block clusters (sm_90+), for the kernels that reduce through
+// distributed shared memory (skinny_gemm.cu, norm_gemm.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace ltserve::gpu {
+
+// Clusters of more than this many blocks need the kernel's opt-in (and a GPU that has them).
+constexpr int kPortableClusterBlocks = 8;
+
+// Enqueues kKernel on `stream` with `grid` in clusters of shape `cluster`;
+// with `programmatic`, as a programmatic dependent launch (kernels_device.cuh). A cluster past
+// kPortableClusterBlocks opts the kernel in first, once per device: the first such launch on a
+// device is at load (timing), never under stream capture. Returns the first error.
+template <auto kKernel, typename... Args>
+cudaError_t LaunchInClusters(dim3 cluster, dim3 grid, dim3 block, bool programmatic,
+                             cudaStream_t stream, Args... args) {
+  if (cluster.x * cluster.y * cluster.z > kPortableClusterBlocks) {
+    static std::atomic<std::uint64_t> opted_in{0};  // one bit per device, for this kernel
+    int device = 0;
+    if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
+    const std::uint64_t bit = std::uint64_t{1} << (device % 64);
+    if ((opted_in.load() & bit) == 0) {
+      if (const cudaError_t error =
+              cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+          error != cudaSuccess) {
+        return error;
+      }
+      opted_in.fetch_or(bit);
+    }
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = cluster.x;
+  attributes[0].val.clusterDim.y = cluster.y;
+  attributes[0].val.clusterDim.z = cluster.z;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attributes;
+  config.numAttrs = programmatic ? 2 : 1;
+  return cudaLaunchKernelEx(&config, kKernel, args...);
+}
+
+}  // namespace ltserve::gpu

@@ -1,0 +1,69 @@
+// A Linear and the LayerNorm after it in one kernel (norm_gemm.cu), for few rows:
+//   Y = LayerNorm(X·Wᵀ + bias + residual) · gamma + beta
+// the post-LN step of every BERT-family layer (attention output projection, FFN output). At
+// one sequence of 128 tokens each of those is a cuBLASLt GEMM (sometimes with a split-K
+// reduction kernel after it) and a LayerNorm kernel, each bound by latency, not bytes
+// (bench/RESULTS.md, "Where a BERT-base pass spends its time"). Here one thread-block cluster
+// owns whole rows of Y: its blocks split the outputs, each block's warps split K, and the row
+// statistics are summed across the cluster through distributed shared memory, so the
+// pre-norm sum is never written to memory and one launch replaces two or three.
+//
+// Hopper (sm_90) and newer only (clusters); 16-bit storage only; in_features a multiple of 8;
+// out_features up to kNormGemmMaxOutFeatures (a cluster of at most 16 blocks must cover a
+// row). Whether it runs a GEMM + LayerNorm pair at a bucket is chosen by timing at load
+// (DeviceState::Tune).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/kernels.h"
+
+namespace ltserve::gpu {
+
+constexpr std::int64_t kNormGemmMaxRows = 512;          // rows (tokens) up to which it is offered
+constexpr std::int64_t kNormGemmMaxOutFeatures = 1024;  // 16 blocks × 64 outputs
+
+// One compiled shape. A block (8 warps) owns 16 × `col_tiles` outputs of `m_tile` rows; its
+// warps take turns over K in steps of 32 × `unroll`, each with the next step's loads in flight,
+// and sum their partials in shared memory. The cluster is as many blocks as the outputs need:
+// ceil(out_features / (16 × col_tiles)), at most 16.
+struct NormGemmConfig {
+  std::uint8_t m_tile = 16;    // 8 or 16
+  std::uint8_t col_tiles = 3;  // 1 to 4
+  std::uint8_t unroll = 2;     // 1 or 2
+
+  // For the load log, e.g. "GEMM + LayerNorm, 16 blocks x 48 outputs, 16-row tiles, 64 K a step".
+  std::string Describe(std::int64_t out_features) const;
+  friend bool operator==(const NormGemmConfig& a, const NormGemmConfig& b) {
+    return a.m_tile == b.m_tile && a.col_tiles == b.col_tiles && a.unroll == b.unroll;
+  }
+};
+
+// Blocks in one cluster for `config` at `out_features`.
+int NormGemmClusterSize(const NormGemmConfig& config, std::int64_t out_features);
+
+// Whether the kernel can run this shape on a device of compute capability `sm_major`.
+bool NormGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int64_t out_features,
+                      std::int64_t in_features);
+
+// The configurations worth timing for one shape (empty where it does not apply).
+std::vector<NormGemmConfig> NormGemmCandidates(std::int64_t rows, std::int64_t out_features,
+                                               std::int64_t in_features);
+
+// Enqueues y = LayerNorm(x·wᵀ + bias + residual)·gamma + beta over each row on `stream`, with
+// the two-pass (mean, then centred variance) statistics of the executor's LayerNorm kernel.
+// `bias`, `residual`, `gamma` and `beta` may be null (gamma and beta are fp32, as the plan's
+// LayerNorm keeps them). Returns cudaErrorInvalidValue for what NormGemmSupports refuses or a
+// configuration whose cluster would exceed 16 blocks, else the launch's error.
+// `programmatic`: its first weight loads issued before waiting for the kernel before it.
+cudaError_t LaunchNormGemm(const NormGemmConfig& config, const void* x, const void* w,
+                           const void* bias, const void* residual, const float* gamma,
+                           const float* beta, float eps, void* y, std::int64_t rows,
+                           std::int64_t out_features, std::int64_t in_features, ElemType type,
+                           bool programmatic, cudaStream_t stream);
+
+}  // namespace ltserve::gpu

@@ -1,0 +1,246 @@
+// The GEMM + LayerNorm kernel (server/gpu/norm_gemm.h) launched directly: every compiled
+// shape whose cluster covers the row, against a double-precision reference of
+// LayerNorm(x·wᵀ + bias + residual)·gamma + beta, at odd sizes (rows off the tiles, outputs off
+// the blocks, K off the step), into poisoned outputs with a guard band; bit-equal reruns; what
+// the launcher refuses. The candidate and refusal tests need no GPU; the others skip where no
+// Hopper GPU is usable.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu/norm_gemm.h"
+#include "sixteen_bit.h"
+#include "test_support.h"
+
+namespace ltserve {
+namespace {
+
+using gpu::ElemType;
+using gpu::NormGemmConfig;
+using testing::DeviceHalves;
+using testing::FromBits;
+using testing::kGuard;
+using testing::Random;
+using testing::RoundToBits;
+
+struct Problem {
+  std::int64_t rows, n, k;
+  bool bias, residual, affine;
+  float eps;
+};
+
+// BERT-base's two shapes (768 outputs from 768 and 3072) at one sequence's 128 tokens and at
+// odd token counts; outputs that fill no block evenly (61, 200, 1000) or one block (16); K at
+// the 8-element minimum and off the 32- and 64-element steps; rows past the 8- and 16-row
+// tiles and past 128 (where 8-row tiles are no longer offered).
+const Problem kProblems[] = {
+    {1, 768, 768, true, true, true, 1e-12f},   {3, 61, 64, false, false, true, 1e-5f},
+    {13, 200, 136, true, false, false, 1e-5f}, {16, 1000, 1000, true, true, true, 1e-5f},
+    {37, 768, 3072, true, true, true, 1e-12f}, {128, 768, 768, true, true, true, 1e-12f},
+    {130, 100, 520, false, true, true, 1e-5f}, {5, 16, 8, true, false, true, 1e-5f},
+    {300, 384, 264, true, true, true, 1e-5f},
+};
+
+// Every compiled (m_tile, col_tiles, unroll) whose cluster of at most 16 blocks covers `n`.
+std::vector<NormGemmConfig> EveryShape(std::int64_t n) {
+  std::vector<NormGemmConfig> shapes;
+  for (int m_tile : {8, 16}) {
+    for (int col_tiles = 1; col_tiles <= 4; ++col_tiles) {
+      for (int unroll : {1, 2}) {
+        const NormGemmConfig config{static_cast<std::uint8_t>(m_tile),
+                                    static_cast<std::uint8_t>(col_tiles),
+                                    static_cast<std::uint8_t>(unroll)};
+        if (gpu::NormGemmClusterSize(config, n) >= 1) shapes.push_back(config);
+      }
+    }
+  }
+  return shapes;
+}
+
+// One problem's data, rounded to the storage type (gamma and beta stay fp32, as the plan
+// keeps them), and its double-precision reference.
+struct Case {
+  Problem p;
+  ElemType type;
+  std::vector<std::uint16_t> x, w, bias, residual;
+  std::vector<float> gamma, beta;
+  std::vector<double> reference;
+
+  Case(const Problem& problem, ElemType t) : p(problem), type(t) {
+    x = RoundToBits(Random(p.rows * p.k, 1.0f), type);
+    w = RoundToBits(Random(p.n * p.k, 1.0f / std::sqrt(static_cast<float>(p.k))), type);
+    if (p.bias) bias = RoundToBits(Random(p.n, 0.5f), type);
+    // A residual with a large common offset: the centred (two-pass) variance's case.
+    if (p.residual) {
+      std::vector<float> r = Random(p.rows * p.n, 1.0f);
+      for (float& v : r) v += 8.0f;
+      residual = RoundToBits(r, type);
+    }
+    if (p.affine) {
+      gamma = Random(p.n, 1.0f);
+      beta = Random(p.n, 0.5f);
+    }
+    reference.resize(p.rows * p.n);
+    std::vector<double> h(p.n);
+    for (std::int64_t m = 0; m < p.rows; ++m) {
+      double sum = 0;
+      for (std::int64_t n = 0; n < p.n; ++n) {
+        double v = 0;
+        for (std::int64_t k = 0; k < p.k; ++k) {
+          v += static_cast<double>(FromBits(x[m * p.k + k], type)) * FromBits(w[n * p.k + k], type);
+        }
+        if (p.bias) v += FromBits(bias[n], type);
+        if (p.residual) v += FromBits(residual[m * p.n + n], type);
+        h[n] = v;
+        sum += v;
+      }
+      const double mean = sum / static_cast<double>(p.n);
+      double squares = 0;
+      for (double v : h) squares += (v - mean) * (v - mean);
+      const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(p.n) + p.eps);
+      for (std::int64_t n = 0; n < p.n; ++n) {
+        double v = (h[n] - mean) * rstd;
+        if (p.affine) v = v * gamma[n] + beta[n];
+        reference[m * p.n + n] = v;
+      }
+    }
+  }
+};
+
+// The device side of a Case: inputs uploaded once, an output with a guard band.
+struct DeviceCase {
+  DeviceHalves x, w, bias, residual, y;
+  float* gamma = nullptr;
+  float* beta = nullptr;
+  explicit DeviceCase(const Case& c)
+      : x(c.x.size()), w(c.w.size()), bias(std::max<std::size_t>(c.bias.size(), 1)),
+        residual(std::max<std::size_t>(c.residual.size(), 1)),
+        y(static_cast<std::size_t>(c.p.rows * c.p.n) + kGuard) {
+    x.Upload(c.x);
+    w.Upload(c.w);
+    if (c.p.bias) bias.Upload(c.bias);
+    if (c.p.residual) residual.Upload(c.residual);
+    if (c.p.affine) {
+      const std::size_t bytes = c.gamma.size() * sizeof(float);
+      EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&gamma), bytes), cudaSuccess);
+      EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&beta), bytes), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(gamma, c.gamma.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(beta, c.beta.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+  ~DeviceCase() {
+    cudaFree(gamma);
+    cudaFree(beta);
+  }
+  DeviceCase(const DeviceCase&) = delete;
+  DeviceCase& operator=(const DeviceCase&) = delete;
+
+  // Poisons the output, runs `config` and returns the output with its guard band.
+  std::vector<std::uint16_t> Run(const Case& c, const NormGemmConfig& config, bool programmatic) {
+    y.Poison();
+    EXPECT_EQ(gpu::LaunchNormGemm(config, x.data(), w.data(), c.p.bias ? bias.data() : nullptr,
+                                  c.p.residual ? residual.data() : nullptr, gamma, beta, c.p.eps,
+                                  y.data(), c.p.rows, c.p.n, c.p.k, c.type, programmatic, nullptr),
+              cudaSuccess)
+        << config.Describe(c.p.n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << config.Describe(c.p.n);
+    return y.Download();
+  }
+};
+
+std::string Name(const Problem& p, ElemType type) {
+  return std::string(type == ElemType::kBf16 ? "bf16" : "fp16") + " " + std::to_string(p.rows) +
+         "x" + std::to_string(p.k) + " -> " + std::to_string(p.n);
+}
+
+TEST(NormGemm, EveryShapeMatchesReference) {
+  SKIP_WITHOUT_HOPPER("the GEMM + LayerNorm kernel");
+  for (const ElemType type : {ElemType::kBf16, ElemType::kFp16}) {
+    for (const Problem& p : kProblems) {
+      const Case c(p, type);
+      DeviceCase device(c);
+      for (const NormGemmConfig& config : EveryShape(p.n)) {
+        testing::ExpectMatches(device.Run(c, config, /*programmatic=*/false), c.reference, type,
+                               p.n, Name(p, type) + ", " + config.Describe(p.n));
+      }
+    }
+  }
+}
+
+// Warps' partials meet in warp order and the blocks' row sums in rank order: the same launch
+// twice gives the same bits, programmatic or not.
+TEST(NormGemm, RerunsAreBitEqual) {
+  SKIP_WITHOUT_HOPPER("the GEMM + LayerNorm kernel");
+  const Case c(kProblems[4], ElemType::kBf16);
+  DeviceCase device(c);
+  for (const NormGemmConfig& config : gpu::NormGemmCandidates(c.p.rows, c.p.n, c.p.k)) {
+    const auto first = device.Run(c, config, false);
+    const auto second = device.Run(c, config, true);
+    EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 2), 0)
+        << config.Describe(c.p.n);
+  }
+}
+
+TEST(NormGemm, CandidatesCoverTheRowWithAClusterOfAtMostSixteen) {
+  // 768 outputs: 48 or 64 a block (16 or 12 blocks); 16- and 8-row tiles at 128 rows.
+  const auto bert = gpu::NormGemmCandidates(128, 768, 3072);
+  EXPECT_EQ(bert.size(), 8u);
+  for (const NormGemmConfig& c : bert) {
+    EXPECT_GE(c.col_tiles, 3) << c.Describe(768);
+    EXPECT_LE(gpu::NormGemmClusterSize(c, 768), 16) << c.Describe(768);
+  }
+  for (const NormGemmConfig& c : gpu::NormGemmCandidates(8, 768, 768)) {
+    EXPECT_EQ(c.m_tile, 8) << "8 rows fit one 8-row tile";
+  }
+  for (const NormGemmConfig& c : gpu::NormGemmCandidates(129, 768, 768)) {
+    EXPECT_EQ(c.m_tile, 16) << "past 128 rows only 16-row tiles";
+  }
+  // 16 outputs: one block of 16, no wider block that would leave lanes idle.
+  const auto narrow = gpu::NormGemmCandidates(4, 16, 64);
+  ASSERT_EQ(narrow.size(), 2u);
+  EXPECT_EQ(narrow[0].col_tiles, 1);
+  EXPECT_TRUE(gpu::NormGemmCandidates(4, 1025, 64).empty());
+  EXPECT_TRUE(gpu::NormGemmCandidates(513, 768, 768).empty());
+  EXPECT_TRUE(gpu::NormGemmCandidates(0, 768, 768).empty());
+  EXPECT_EQ(gpu::NormGemmClusterSize({16, 3, 2}, 768), 16);
+  EXPECT_EQ(gpu::NormGemmClusterSize({16, 4, 2}, 768), 12);
+  EXPECT_EQ(gpu::NormGemmClusterSize({16, 2, 2}, 768), 0);  // 24 blocks: too many
+}
+
+TEST(NormGemm, SupportsOnlyHopperSixteenBitWholeVectorsOfKAndRowsAClusterCovers) {
+  EXPECT_TRUE(gpu::NormGemmSupports(9, ElemType::kBf16, 512, 1024, 8));
+  EXPECT_TRUE(gpu::NormGemmSupports(10, ElemType::kFp16, 1, 1, 3072));
+  EXPECT_FALSE(gpu::NormGemmSupports(8, ElemType::kBf16, 1, 768, 768));
+  EXPECT_FALSE(gpu::NormGemmSupports(9, ElemType::kFp32, 1, 768, 768));
+  EXPECT_FALSE(gpu::NormGemmSupports(9, ElemType::kBf16, 513, 768, 768));
+  EXPECT_FALSE(gpu::NormGemmSupports(9, ElemType::kBf16, 0, 768, 768));
+  EXPECT_FALSE(gpu::NormGemmSupports(9, ElemType::kBf16, 4, 1025, 768));
+  EXPECT_FALSE(gpu::NormGemmSupports(9, ElemType::kBf16, 4, 768, 764));
+}
+
+// Refused before anything reaches the GPU, so these run anywhere.
+TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
+  const auto launch = [](const NormGemmConfig& c, ElemType type, std::int64_t rows, std::int64_t n,
+                         std::int64_t k) {
+    return gpu::LaunchNormGemm(c, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1e-5f,
+                               nullptr, rows, n, k, type, false, nullptr);
+  };
+  const NormGemmConfig good{16, 3, 2};
+  EXPECT_EQ(launch(good, ElemType::kFp32, 4, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(good, ElemType::kBf16, 0, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(good, ElemType::kBf16, 513, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(good, ElemType::kBf16, 4, 769, 768), cudaErrorInvalidValue);  // 17 blocks
+  EXPECT_EQ(launch(good, ElemType::kBf16, 4, 768, 12), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({32, 3, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({16, 5, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({16, 0, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({16, 3, 3}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace ltserve
