@@ -32,6 +32,7 @@
 #include "gpu_forward_timer.h"
 #include "option_ab.h"
 #include "chain_gemm_table.h"
+#include "norm_gemm_table.h"
 #include "skinny_gemm_table.h"
 
 namespace {
@@ -455,6 +456,10 @@ int main(int argc, char** argv) {
   if (argc > 3 && (std::string(argv[3]) == "chain" || std::string(argv[3]) == "chain-profile")) {
     // The layer-chain kernel alone: its table, or one launch of each configuration to profile.
     return PrintChainGemmTable(MeasureCopyTBps(), std::string(argv[3]) == "chain-profile");
+  }
+  if (argc > 3 && (std::string(argv[3]) == "norm" || std::string(argv[3]) == "norm-profile")) {
+    // The GEMM + LayerNorm kernel alone: its table, or one launch of each configuration to profile.
+    return PrintNormGemmTable(MeasureCopyTBps(), std::string(argv[3]) == "norm-profile");
   }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");

@@ -97,6 +97,31 @@ if [[ ${RUN_CHAIN_STALLS:-0} == 1 ]]; then
     > "$OUT/ncu_chain_stalls.txt" 2>&1 || status=1
   grep -vE "^==PROF==|^profiled:" "$OUT/ncu_chain_stalls.txt" | tail -70
 fi
+if [[ ${RUN_NORM:-0} == 1 ]]; then
+  # The GEMM + LayerNorm kernel alone: its table against cuBLASLt + the LayerNorm kernel, then
+  # each configuration once at 128 rows under Nsight Compute (time, DRAM traffic and
+  # throughput, L2 hit rate, warps active).
+  echo "== GEMM + LayerNorm kernel (${SECONDS} s)"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 norm \
+    > "$OUT/norm.md" 2> "$OUT/norm.log" || status=1
+  cat "$OUT/norm.log" "$OUT/norm.md"
+  ncu --profile-from-start off --clock-control none --print-units base --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,sm__warps_active.avg.pct_of_peak_sustained_active \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 norm-profile \
+    > "$OUT/ncu_norm.csv" 2> "$OUT/ncu_norm.log" || status=1
+  grep -E "profiled:|gpu__time|dram__|lts__|sm__warps" "$OUT/ncu_norm.csv" |
+    sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $NF, $(NF-2), $0}' | cut -c1-120 | tail -60
+fi
+if [[ ${RUN_NORM_STALLS:-0} == 1 ]]; then
+  # Where one GEMM + LayerNorm launch's warps wait (the NORM_LAUNCH-th launch of the profile
+  # mode: 3072->768 first at 16-row tiles).
+  echo "== GEMM + LayerNorm kernel warp states (${SECONDS} s)"
+  ncu --profile-from-start off --clock-control none --launch-skip "${NORM_LAUNCH:-8}" --launch-count 1 \
+    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 norm-profile \
+    > "$OUT/ncu_norm_stalls.txt" 2>&1 || status=1
+  grep -vE "^==PROF==|^profiled:" "$OUT/ncu_norm_stalls.txt" | tail -70
+fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \
