@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace ltserve::gpu {
@@ -12,30 +13,36 @@ namespace ltserve::gpu {
 // Clusters of more than this many blocks need the kernel's opt-in (and a GPU that has them).
 constexpr int kPortableClusterBlocks = 8;
 
-// Enqueues kKernel on `stream` with `grid` in clusters of shape `cluster`;
-// with `programmatic`, as a programmatic dependent launch (kernels_device.cuh). A cluster past
-// kPortableClusterBlocks opts the kernel in first, once per device: the first such launch on a
-// device is at load (timing), never under stream capture. Returns the first error.
+// Enqueues kKernel on `stream` with `grid` in clusters of shape `cluster` and `smem_bytes` of
+// dynamic shared memory; with `programmatic`, as a programmatic dependent launch
+// (kernels_device.cuh). The first launch of kKernel on a device opts it in to clusters past
+// kPortableClusterBlocks and to its dynamic shared memory past the default 48 KiB (a kernel's
+// `smem_bytes` is the same at every launch): that first launch is at load (timing), never
+// under stream capture. Returns the first error.
 template <auto kKernel, typename... Args>
-cudaError_t LaunchInClusters(dim3 cluster, dim3 grid, dim3 block, bool programmatic,
-                             cudaStream_t stream, Args... args) {
-  if (cluster.x * cluster.y * cluster.z > kPortableClusterBlocks) {
-    static std::atomic<std::uint64_t> opted_in{0};  // one bit per device, for this kernel
-    int device = 0;
-    if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
-    const std::uint64_t bit = std::uint64_t{1} << (device % 64);
-    if ((opted_in.load() & bit) == 0) {
-      if (const cudaError_t error =
-              cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-          error != cudaSuccess) {
-        return error;
-      }
-      opted_in.fetch_or(bit);
+cudaError_t LaunchInClusters(dim3 cluster, dim3 grid, dim3 block, std::size_t smem_bytes,
+                             bool programmatic, cudaStream_t stream, Args... args) {
+  static std::atomic<std::uint64_t> opted_in{0};  // one bit per device, for this kernel
+  int device = 0;
+  if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
+  const std::uint64_t bit = std::uint64_t{1} << (device % 64);
+  if ((opted_in.load() & bit) == 0) {
+    if (const cudaError_t error =
+            cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        error != cudaSuccess) {
+      return error;
     }
+    if (const cudaError_t error = cudaFuncSetAttribute(
+            kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+        error != cudaSuccess) {
+      return error;
+    }
+    opted_in.fetch_or(bit);
   }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
   cudaLaunchAttribute attributes[2]{};
   attributes[0].id = cudaLaunchAttributeClusterDimension;

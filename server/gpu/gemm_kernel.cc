@@ -16,7 +16,7 @@ std::string GemmKernel::ToText() const {
              " " + std::to_string(chain.blocks_per_sm);
     case Kind::kNormGemm:
       return "norm " + std::to_string(norm.m_tile) + " " + std::to_string(norm.col_tiles) + " " +
-             std::to_string(norm.unroll);
+             std::to_string(norm.stages);
   }
   return "cublaslt";
 }
@@ -55,16 +55,16 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
   } else if (word == "norm") {
     int m_tile = 0;
     int col_tiles = 0;
-    int unroll = 0;
-    in >> m_tile >> col_tiles >> unroll;
+    int stages = 0;
+    in >> m_tile >> col_tiles >> stages;
     if (!in || (m_tile != 8 && m_tile != 16) || col_tiles < 1 || col_tiles > 4 ||
-        (unroll != 1 && unroll != 2)) {
+        (stages != 4 && stages != 8)) {
       return std::nullopt;
     }
     kernel.kind = Kind::kNormGemm;
     kernel.norm = NormGemmConfig{static_cast<std::uint8_t>(m_tile),
                                  static_cast<std::uint8_t>(col_tiles),
-                                 static_cast<std::uint8_t>(unroll)};
+                                 static_cast<std::uint8_t>(stages)};
   } else {
     return std::nullopt;
   }

@@ -39,15 +39,28 @@ constexpr int kVector = 8;  // 16-bit elements per 16-byte load
 constexpr int kStep = 32;   // K per pair of mmas (two m16n8k16)
 constexpr int kMaxCluster = 16;
 
-template <int kMTile, int kColTiles>
+template <int kMTile, int kColTiles, int kStages>
 struct Shape {
   static constexpr int kBlockCols = 16 * kColTiles;  // outputs per block
   static constexpr int kNTiles = kMTile / 8;         // mma n tiles of X rows
   static constexpr int kStride = kBlockCols + 4;     // floats per row of a partial: fewer bank conflicts
   static constexpr int kTile = kMTile * kStride;     // floats per warp's partial
   static constexpr int kPerThread = (kMTile * kBlockCols + kThreads - 1) / kThreads;
+  // A stage: K columns kChunk wide of the block's W rows, then of its X rows. A staged row is
+  // padded to 64 bytes past a multiple of 128, so the 8 threads of a quarter-warp (rows g and
+  // g + 1 at four 16-byte offsets) read 8 distinct 16-byte bank groups.
+  static constexpr int kChunk = 128;
+  static constexpr int kStepsPerChunk = kChunk / kStep;
+  static constexpr int kRowHalves = kChunk + 32;
+  static constexpr int kStageRows = kBlockCols + kMTile;
+  static constexpr int kStageHalves = kStageRows * kRowHalves;
+  static constexpr int kVectorsPerRow = kChunk / kVector;
+  // The ring, reused for the warps' partial sums once the K loop is over.
+  static constexpr int kRingBytes = kStages * kStageHalves * 2;
+  static constexpr int kSmemBytes =
+      kRingBytes > kWarps * kTile * 4 ? kRingBytes : kWarps * kTile * 4;
   static_assert(kBlockCols <= 64, "a warp's lanes cover a block's outputs in two passes");
-  static_assert((kWarps + 1) * kTile * 4 + 4 * kMTile * 4 <= 48 * 1024, "static shared memory");
+  static_assert(kSmemBytes + (kTile + 4 * kMTile) * 4 <= 227 * 1024, "shared memory");
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -63,19 +76,20 @@ __device__ __forceinline__ float WarpSum(float v) {
 }
 #endif
 
-template <typename T, int kMTile, int kColTiles, int kUnroll>
+template <typename T, int kMTile, int kColTiles, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     NormGemmKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                    const T* __restrict__ residual, const float* __restrict__ gamma,
                    const float* __restrict__ beta, float eps, T* __restrict__ y, int rows,
                    int n_total, int k_total) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using S = Shape<kMTile, kColTiles>;
-  constexpr int kChunk = kStep * kUnroll;
-  __shared__ float partial[kWarps * S::kTile];  // [warp][m][n]
-  __shared__ float pre_norm[S::kTile];          // [m][n]: this block's slice of each row
-  __shared__ float row_sum[kMTile];             // read by every block of the cluster
-  __shared__ float row_squares[kMTile];         // likewise
+  using S = Shape<kMTile, kColTiles, kStages>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* ring = reinterpret_cast<std::uint16_t*>(smem);  // [kStages][kStageRows][kRowHalves]
+  auto* partial = reinterpret_cast<float*>(smem);       // [warp][m][n], after the K loop
+  __shared__ float pre_norm[S::kTile];                  // [m][n]: this block's slice of each row
+  __shared__ float row_sum[kMTile];                     // read by every block of the cluster
+  __shared__ float row_squares[kMTile];                 // likewise
   __shared__ float row_mean[kMTile];
   __shared__ float row_rstd[kMTile];
   cg::cluster_group cluster = cg::this_cluster();
@@ -87,40 +101,31 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int t = lane % 4;
   const int block_n0 = rank * S::kBlockCols;
   const int m0 = blockIdx.y * kMTile;
-  const int steps = (k_total + kChunk - 1) / kChunk;
+  const int chunks = (k_total + S::kChunk - 1) / S::kChunk;
+  const auto* w16 = reinterpret_cast<const std::uint16_t*>(w);
+  const auto* x16 = reinterpret_cast<const std::uint16_t*>(x);
 
-  uint4 wr[kColTiles][2][kUnroll];
-  uint4 w_next[kColTiles][2][kUnroll];
-  uint4 xr[S::kNTiles][kUnroll];
-  uint4 x_next[S::kNTiles][kUnroll];
-  const auto load_w = [&](uint4 (&dst)[kColTiles][2][kUnroll], int step) {
-#pragma unroll
-    for (int c = 0; c < kColTiles; ++c) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int n = block_n0 + c * 16 + h * 8 + g;
-        const T* row = w + static_cast<std::int64_t>(n < n_total ? n : 0) * k_total;
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int k = step * kChunk + u * kStep + t * kVector;
-          dst[c][h][u] = n < n_total && k < k_total
-                             ? __ldg(reinterpret_cast<const uint4*>(row + k))
-                             : uint4{0u, 0u, 0u, 0u};
-        }
-      }
+  // Every thread copies a share of a stage: W's rows first, then X's (zeros past the matrices).
+  const auto stage_w = [&](int chunk) {
+    std::uint16_t* stage = ring + (chunk % kStages) * S::kStageHalves;
+    for (int e = threadIdx.x; e < S::kBlockCols * S::kVectorsPerRow; e += kThreads) {
+      const int r = e / S::kVectorsPerRow;
+      const int k = chunk * S::kChunk + (e % S::kVectorsPerRow) * kVector;
+      const int n = block_n0 + r;
+      const bool valid = n < n_total && k < k_total;
+      CopyAsync16(stage + r * S::kRowHalves + (e % S::kVectorsPerRow) * kVector,
+                  valid ? w16 + static_cast<std::int64_t>(n) * k_total + k : w16, valid);
     }
   };
-  const auto load_x = [&](uint4 (&dst)[S::kNTiles][kUnroll], int step) {
-#pragma unroll
-    for (int i = 0; i < S::kNTiles; ++i) {
-      const int m = m0 + i * 8 + g;
-      const T* row = x + static_cast<std::int64_t>(m < rows ? m : 0) * k_total;
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int k = step * kChunk + u * kStep + t * kVector;
-        dst[i][u] = m < rows && k < k_total ? __ldcg(reinterpret_cast<const uint4*>(row + k))
-                                            : uint4{0u, 0u, 0u, 0u};
-      }
+  const auto stage_x = [&](int chunk) {
+    std::uint16_t* stage = ring + (chunk % kStages) * S::kStageHalves + S::kBlockCols * S::kRowHalves;
+    for (int e = threadIdx.x; e < kMTile * S::kVectorsPerRow; e += kThreads) {
+      const int r = e / S::kVectorsPerRow;
+      const int k = chunk * S::kChunk + (e % S::kVectorsPerRow) * kVector;
+      const int m = m0 + r;
+      const bool valid = m < rows && k < k_total;
+      CopyAsync16(stage + r * S::kRowHalves + (e % S::kVectorsPerRow) * kVector,
+                  valid ? x16 + static_cast<std::int64_t>(m) * k_total + k : x16, valid);
     }
   };
 
@@ -131,50 +136,59 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < S::kNTiles; ++i) acc[c][i][0] = acc[c][i][1] = acc[c][i][2] = acc[c][i][3] = 0.f;
   }
 
-  // W is not the kernel before's output: under a programmatic launch its first step is in
-  // flight while that kernel drains. X is, so it is loaded only after the wait.
-  int step = warp;
-  if (step < steps) load_w(wr, step);
+  // The first kStages − 1 stages in flight before any mma. W is not the kernel before's
+  // output: under a programmatic launch its copies start while that kernel drains. X is, so
+  // it is copied only after the wait. One commit group per stage, empty ones too, so that
+  // "stage c has landed" is always "at most kStages − 2 groups pending".
+  for (int c = 0; c < kStages - 1 && c < chunks; ++c) stage_w(c);
   WaitForPriorKernel();
   AllowDependentLaunch();
-  if (step < steps) load_x(xr, step);
-  for (; step < steps; step += kWarps) {
-    const int next = step + kWarps;
-    if (next < steps) {
-      load_w(w_next, next);
-      load_x(x_next, next);
+  for (int c = 0; c < kStages - 1; ++c) {
+    if (c < chunks) stage_x(c);
+    CommitCopies();
+  }
+  for (int c = 0; c < chunks; ++c) {
+    WaitCopies<kStages - 2>();
+    // Stage c is visible to every warp, and every warp is done with the stage refilled below
+    // (chunk c − 1's).
+    __syncthreads();
+    if (const int next = c + kStages - 1; next < chunks) {
+      stage_w(next);
+      stage_x(next);
     }
+    CommitCopies();
+    const std::uint16_t* stage = ring + (c % kStages) * S::kStageHalves;
+    // The chunk's 32-wide K steps go to the warps round-robin across chunks.
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int q = 0; q < S::kStepsPerChunk; ++q) {
+      if ((c * S::kStepsPerChunk + q) % kWarps != warp) continue;
+      const int k_off = q * kStep + t * kVector;
+      uint4 xv[S::kNTiles];
 #pragma unroll
       for (int i = 0; i < S::kNTiles; ++i) {
+        xv[i] = *reinterpret_cast<const uint4*>(
+            stage + (S::kBlockCols + i * 8 + g) * S::kRowHalves + k_off);
+      }
+#pragma unroll
+      for (int c_tile = 0; c_tile < kColTiles; ++c_tile) {
+        const uint4 w_lo = *reinterpret_cast<const uint4*>(
+            stage + (c_tile * 16 + g) * S::kRowHalves + k_off);
+        const uint4 w_hi = *reinterpret_cast<const uint4*>(
+            stage + (c_tile * 16 + 8 + g) * S::kRowHalves + k_off);
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
+          const std::uint32_t a[4] = {SlotPair(w_lo, 2 * j), SlotPair(w_hi, 2 * j),
+                                      SlotPair(w_lo, 2 * j + 1), SlotPair(w_hi, 2 * j + 1)};
 #pragma unroll
-          for (int c = 0; c < kColTiles; ++c) {
-            const std::uint32_t a[4] = {SlotPair(wr[c][0][u], 2 * j), SlotPair(wr[c][1][u], 2 * j),
-                                        SlotPair(wr[c][0][u], 2 * j + 1), SlotPair(wr[c][1][u], 2 * j + 1)};
-            Mma<T>::Run(acc[c][i], a, SlotPair(xr[i][u], 2 * j), SlotPair(xr[i][u], 2 * j + 1));
+          for (int i = 0; i < S::kNTiles; ++i) {
+            Mma<T>::Run(acc[c_tile][i], a, SlotPair(xv[i], 2 * j), SlotPair(xv[i], 2 * j + 1));
           }
         }
       }
     }
-    if (next < steps) {
-#pragma unroll
-      for (int c = 0; c < kColTiles; ++c) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) wr[c][h][u] = w_next[c][h][u];
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < S::kNTiles; ++i) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) xr[i][u] = x_next[i][u];
-      }
-    }
   }
+  WaitCopies<0>();
+  __syncthreads();  // the ring is free for the partial sums
 
   // Accumulator element e of tile (c, i) is Yᵀ[output c·16 + g (+8 for e >= 2)]
   // [row i·8 + 2t (+1 for odd e)].
@@ -273,31 +287,32 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <typename T, int kMTile, int kColTiles, int kUnroll>
+template <typename T, int kMTile, int kColTiles, int kStages>
 cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* bias,
                         const void* residual, const float* gamma, const float* beta, float eps,
                         void* y, std::int64_t rows, std::int64_t n, std::int64_t k,
                         bool programmatic, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(cluster), static_cast<unsigned>((rows + kMTile - 1) / kMTile));
-  return LaunchInClusters<NormGemmKernel<T, kMTile, kColTiles, kUnroll>>(
-      dim3(static_cast<unsigned>(cluster)), grid, dim3(kThreads), programmatic, stream, static_cast<const T*>(x),
+  return LaunchInClusters<NormGemmKernel<T, kMTile, kColTiles, kStages>>(
+      dim3(static_cast<unsigned>(cluster)), grid, dim3(kThreads),
+      Shape<kMTile, kColTiles, kStages>::kSmemBytes, programmatic, stream, static_cast<const T*>(x),
       static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(residual),
       gamma, beta, eps, static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(n),
       static_cast<int>(k));
 }
 
 template <typename T, int kMTile, int kColTiles>
-cudaError_t DispatchUnroll(const NormGemmConfig& c, int cluster, const void* x, const void* w,
+cudaError_t DispatchStages(const NormGemmConfig& c, int cluster, const void* x, const void* w,
                            const void* bias, const void* residual, const float* gamma,
                            const float* beta, float eps, void* y, std::int64_t rows,
                            std::int64_t n, std::int64_t k, bool programmatic,
                            cudaStream_t stream) {
-  if (c.unroll == 1) {
-    return LaunchShape<T, kMTile, kColTiles, 1>(cluster, x, w, bias, residual, gamma, beta, eps,
+  if (c.stages == 4) {
+    return LaunchShape<T, kMTile, kColTiles, 4>(cluster, x, w, bias, residual, gamma, beta, eps,
                                                 y, rows, n, k, programmatic, stream);
   }
-  if (c.unroll == 2) {
-    return LaunchShape<T, kMTile, kColTiles, 2>(cluster, x, w, bias, residual, gamma, beta, eps,
+  if (c.stages == 8) {
+    return LaunchShape<T, kMTile, kColTiles, 8>(cluster, x, w, bias, residual, gamma, beta, eps,
                                                 y, rows, n, k, programmatic, stream);
   }
   return cudaErrorInvalidValue;
@@ -309,10 +324,10 @@ cudaError_t DispatchCols(const NormGemmConfig& c, int cluster, const void* x, co
                          const float* beta, float eps, void* y, std::int64_t rows, std::int64_t n,
                          std::int64_t k, bool programmatic, cudaStream_t stream) {
   switch (c.col_tiles) {
-    case 1: return DispatchUnroll<T, kMTile, 1>(c, cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
-    case 2: return DispatchUnroll<T, kMTile, 2>(c, cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
-    case 3: return DispatchUnroll<T, kMTile, 3>(c, cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
-    case 4: return DispatchUnroll<T, kMTile, 4>(c, cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
+    case 1: return DispatchStages<T, kMTile, 1>(c, cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
+    case 2: return DispatchStages<T, kMTile, 2>(c, cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
+    case 3: return DispatchStages<T, kMTile, 3>(c, cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
+    case 4: return DispatchStages<T, kMTile, 4>(c, cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -334,7 +349,7 @@ cudaError_t Dispatch(const NormGemmConfig& c, int cluster, const void* x, const 
 std::string NormGemmConfig::Describe(std::int64_t out_features) const {
   return "GEMM + LayerNorm, " + std::to_string(NormGemmClusterSize(*this, out_features)) +
          " blocks x " + std::to_string(16 * col_tiles) + " outputs, " + std::to_string(m_tile) +
-         "-row tiles, " + std::to_string(kStep * unroll) + " K a step";
+         "-row tiles, " + std::to_string(stages) + " stages of 128 K";
 }
 
 int NormGemmClusterSize(const NormGemmConfig& config, std::int64_t out_features) {
@@ -363,8 +378,8 @@ std::vector<NormGemmConfig> NormGemmCandidates(std::int64_t rows, std::int64_t o
   if (rows <= 128) m_tiles.push_back(8);
   for (const std::uint8_t m_tile : m_tiles) {
     for (std::uint8_t col_tiles = 1; col_tiles <= 4; ++col_tiles) {
-      for (std::uint8_t unroll = 1; unroll <= 2; ++unroll) {
-        const NormGemmConfig config{m_tile, col_tiles, unroll};
+      for (const std::uint8_t stages : {std::uint8_t{4}, std::uint8_t{8}}) {
+        const NormGemmConfig config{m_tile, col_tiles, stages};
         // Fewer than 2 blocks leave the SMs idle for no saving; a cluster of more than 16 is
         // refused.
         const int blocks = NormGemmClusterSize(config, out_features);

@@ -27,19 +27,21 @@ namespace ltserve::gpu {
 constexpr std::int64_t kNormGemmMaxRows = 512;          // rows (tokens) up to which it is offered
 constexpr std::int64_t kNormGemmMaxOutFeatures = 1024;  // 16 blocks × 64 outputs
 
-// One compiled shape. A block (8 warps) owns 16 × `col_tiles` outputs of `m_tile` rows; its
-// warps take turns over K in steps of 32 × `unroll`, each with the next step's loads in flight,
-// and sum their partials in shared memory. The cluster is as many blocks as the outputs need:
+// One compiled shape. A block (8 warps) owns 16 × `col_tiles` outputs of `m_tile` rows; it
+// streams its W rows and X rows through a ring of `stages` shared-memory stages of 128 K
+// columns each (all but one in flight), its warps take the 32-wide K steps in turn, and they
+// sum their partials in shared memory. The cluster is as many blocks as the outputs need:
 // ceil(out_features / (16 × col_tiles)), at most 16.
 struct NormGemmConfig {
   std::uint8_t m_tile = 16;    // 8 or 16
   std::uint8_t col_tiles = 3;  // 1 to 4
-  std::uint8_t unroll = 2;     // 1 or 2
+  std::uint8_t stages = 4;     // 4 or 8
 
-  // For the load log, e.g. "GEMM + LayerNorm, 16 blocks x 48 outputs, 16-row tiles, 64 K a step".
+  // For the load log, e.g. "GEMM + LayerNorm, 16 blocks x 48 outputs, 16-row tiles, 4 stages of
+  // 128 K".
   std::string Describe(std::int64_t out_features) const;
   friend bool operator==(const NormGemmConfig& a, const NormGemmConfig& b) {
-    return a.m_tile == b.m_tile && a.col_tiles == b.col_tiles && a.unroll == b.unroll;
+    return a.m_tile == b.m_tile && a.col_tiles == b.col_tiles && a.stages == b.stages;
   }
 };
 

@@ -222,7 +222,7 @@ cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* b
                   static_cast<unsigned>(cluster),
                   static_cast<unsigned>((rows + kMTile - 1) / kMTile));
   return LaunchInClusters<SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll>>(
-      dim3(1, static_cast<unsigned>(cluster)), grid, dim3(kThreads), programmatic, stream,
+      dim3(1, static_cast<unsigned>(cluster)), grid, dim3(kThreads), 0, programmatic, stream,
       static_cast<const T*>(x),
       static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(residual),
       static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), act);

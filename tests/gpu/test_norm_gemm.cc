@@ -36,7 +36,8 @@ struct Problem {
 
 // BERT-base's two shapes (768 outputs from 768 and 3072) at one sequence's 128 tokens and at
 // odd token counts; outputs that fill no block evenly (61, 200, 1000) or one block (16); K at
-// the 8-element minimum and off the 32- and 64-element steps; rows past the 8- and 16-row
+// the 8-element minimum, inside one 128-wide stage, and off the stages and the 32-wide steps
+// (K = 3072 runs 24 stages through rings of 4 and 8); rows past the 8- and 16-row
 // tiles and past 128 (where 8-row tiles are no longer offered).
 const Problem kProblems[] = {
     {1, 768, 768, true, true, true, 1e-12f},   {3, 61, 64, false, false, true, 1e-5f},
@@ -46,15 +47,15 @@ const Problem kProblems[] = {
     {300, 384, 264, true, true, true, 1e-5f},
 };
 
-// Every compiled (m_tile, col_tiles, unroll) whose cluster of at most 16 blocks covers `n`.
+// Every compiled (m_tile, col_tiles, stages) whose cluster of at most 16 blocks covers `n`.
 std::vector<NormGemmConfig> EveryShape(std::int64_t n) {
   std::vector<NormGemmConfig> shapes;
   for (int m_tile : {8, 16}) {
     for (int col_tiles = 1; col_tiles <= 4; ++col_tiles) {
-      for (int unroll : {1, 2}) {
+      for (int stages : {4, 8}) {
         const NormGemmConfig config{static_cast<std::uint8_t>(m_tile),
                                     static_cast<std::uint8_t>(col_tiles),
-                                    static_cast<std::uint8_t>(unroll)};
+                                    static_cast<std::uint8_t>(stages)};
         if (gpu::NormGemmClusterSize(config, n) >= 1) shapes.push_back(config);
       }
     }
@@ -207,9 +208,9 @@ TEST(NormGemm, CandidatesCoverTheRowWithAClusterOfAtMostSixteen) {
   EXPECT_TRUE(gpu::NormGemmCandidates(4, 1025, 64).empty());
   EXPECT_TRUE(gpu::NormGemmCandidates(513, 768, 768).empty());
   EXPECT_TRUE(gpu::NormGemmCandidates(0, 768, 768).empty());
-  EXPECT_EQ(gpu::NormGemmClusterSize({16, 3, 2}, 768), 16);
-  EXPECT_EQ(gpu::NormGemmClusterSize({16, 4, 2}, 768), 12);
-  EXPECT_EQ(gpu::NormGemmClusterSize({16, 2, 2}, 768), 0);  // 24 blocks: too many
+  EXPECT_EQ(gpu::NormGemmClusterSize({16, 3, 4}, 768), 16);
+  EXPECT_EQ(gpu::NormGemmClusterSize({16, 4, 8}, 768), 12);
+  EXPECT_EQ(gpu::NormGemmClusterSize({16, 2, 4}, 768), 0);  // 24 blocks: too many
 }
 
 TEST(NormGemm, SupportsOnlyHopperSixteenBitWholeVectorsOfKAndRowsAClusterCovers) {
@@ -230,16 +231,16 @@ TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
     return gpu::LaunchNormGemm(c, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1e-5f,
                                nullptr, rows, n, k, type, false, nullptr);
   };
-  const NormGemmConfig good{16, 3, 2};
+  const NormGemmConfig good{16, 3, 4};
   EXPECT_EQ(launch(good, ElemType::kFp32, 4, 768, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch(good, ElemType::kBf16, 0, 768, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch(good, ElemType::kBf16, 513, 768, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch(good, ElemType::kBf16, 4, 769, 768), cudaErrorInvalidValue);  // 17 blocks
   EXPECT_EQ(launch(good, ElemType::kBf16, 4, 768, 12), cudaErrorInvalidValue);
-  EXPECT_EQ(launch({32, 3, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
-  EXPECT_EQ(launch({16, 5, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
-  EXPECT_EQ(launch({16, 0, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
-  EXPECT_EQ(launch({16, 3, 3}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({32, 3, 4}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({16, 5, 4}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({16, 0, 4}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({16, 3, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
 }
 
 }  // namespace
