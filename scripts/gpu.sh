@@ -114,9 +114,9 @@ if [[ ${RUN_NORM:-0} == 1 ]]; then
 fi
 if [[ ${RUN_NORM_STALLS:-0} == 1 ]]; then
   # Where one GEMM + LayerNorm launch's warps wait (the NORM_LAUNCH-th launch of the profile
-  # mode: 3072->768 first at 16-row tiles, 4 stages by cp.async).
+  # mode: 3072->768 first at 16-row tiles).
   echo "== GEMM + LayerNorm kernel warp states (${SECONDS} s)"
-  ncu --profile-from-start off --clock-control none --launch-skip "${NORM_LAUNCH:-16}" --launch-count 1 \
+  ncu --profile-from-start off --clock-control none --launch-skip "${NORM_LAUNCH:-8}" --launch-count 1 \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
     ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 norm-profile \
     > "$OUT/ncu_norm_stalls.txt" 2>&1 || status=1

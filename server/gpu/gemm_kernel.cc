@@ -16,7 +16,7 @@ std::string GemmKernel::ToText() const {
              " " + std::to_string(chain.blocks_per_sm);
     case Kind::kNormGemm:
       return "norm " + std::to_string(norm.m_tile) + " " + std::to_string(norm.col_tiles) + " " +
-             std::to_string(norm.stages) + " " + (norm.bulk ? "1" : "0");
+             std::to_string(norm.stages);
   }
   return "cublaslt";
 }
@@ -56,16 +56,15 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
     int m_tile = 0;
     int col_tiles = 0;
     int stages = 0;
-    int bulk = -1;
-    in >> m_tile >> col_tiles >> stages >> bulk;
+    in >> m_tile >> col_tiles >> stages;
     if (!in || (m_tile != 8 && m_tile != 16) || col_tiles < 1 || col_tiles > 4 ||
-        (stages != 4 && stages != 8) || (bulk != 0 && bulk != 1)) {
+        (stages != 4 && stages != 8)) {
       return std::nullopt;
     }
     kernel.kind = Kind::kNormGemm;
     kernel.norm = NormGemmConfig{static_cast<std::uint8_t>(m_tile),
                                  static_cast<std::uint8_t>(col_tiles),
-                                 static_cast<std::uint8_t>(stages), bulk == 1};
+                                 static_cast<std::uint8_t>(stages)};
   } else {
     return std::nullopt;
   }

@@ -49,8 +49,7 @@ struct GemmKernel {
   }
   // One word or, for kSkinny, kChain and kNormGemm, the word and its numbers: "cublaslt",
   // "small-batch", "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1 1"
-  // (units_per_warp, prefetch, blocks_per_sm), "norm 16 3 4 1" (m_tile, col_tiles,
-  // stages, bulk).
+  // (units_per_warp, prefetch, blocks_per_sm), "norm 16 3 4" (m_tile, col_tiles, stages).
   std::string ToText() const;
   // The inverse of ToText; nullopt for anything else.
   static std::optional<GemmKernel> FromText(std::string_view text);

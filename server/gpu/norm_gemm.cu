@@ -23,8 +23,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
 #include "gpu/cluster_launch.cuh"
 #include "gpu/kernels_device.cuh"
 #include "gpu/norm_gemm.h"
@@ -78,7 +76,7 @@ __device__ __forceinline__ float WarpSum(float v) {
 }
 #endif
 
-template <typename T, int kMTile, int kColTiles, int kStages, bool kBulk>
+template <typename T, int kMTile, int kColTiles, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     NormGemmKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                    const T* __restrict__ residual, const float* __restrict__ gamma,
@@ -94,7 +92,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float row_squares[kMTile];                 // likewise
   __shared__ float row_mean[kMTile];
   __shared__ float row_rstd[kMTile];
-  __shared__ std::uint64_t stage_landed[kStages];  // bulk copies: one barrier a stage
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const int blocks = static_cast<int>(cluster.num_blocks());
@@ -108,85 +105,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto* w16 = reinterpret_cast<const std::uint16_t*>(w);
   const auto* x16 = reinterpret_cast<const std::uint16_t*>(x);
 
-  // Every thread copies a share of a stage (kBulk: warp 0 issues one bulk copy a row): W's
-  // rows first, then X's. cp.async fills zeros past the matrices; bulk copies cannot, so their
-  // stage's columns past K are zeroed by the threads, and rows past N or `rows` keep whatever
-  // the stage held: they only reach outputs and row statistics that are never stored.
-  const auto row_bytes = [&](int chunk) {  // bytes of a row's K the chunk covers
-    return 2 * min(S::kChunk, k_total - chunk * S::kChunk);
-  };
-  const auto zero_tail = [&](int chunk) {
-    const int valid = row_bytes(chunk) / 2;
-    if (valid == S::kChunk) return;
-    std::uint16_t* stage = ring + (chunk % kStages) * S::kStageHalves;
-    const int tail = S::kChunk - valid;
-    for (int e = threadIdx.x; e < S::kStageRows * tail; e += kThreads) {
-      stage[(e / tail) * S::kRowHalves + valid + e % tail] = 0;
-    }
-  };
+  // Every thread copies a share of a stage: W's rows first, then X's (zeros past the matrices).
   const auto stage_w = [&](int chunk) {
     std::uint16_t* stage = ring + (chunk % kStages) * S::kStageHalves;
-    if constexpr (kBulk) {
-      zero_tail(chunk);
-      if (warp != 0) return;
-      const int bytes = row_bytes(chunk);
-      const int w_rows = max(0, min(S::kBlockCols, n_total - block_n0));
-      const int x_rows = max(0, min(kMTile, rows - m0));
-      if (lane == 0) BarrierExpectBytes(&stage_landed[chunk % kStages], (w_rows + x_rows) * bytes);
-      __syncwarp();
-      for (int r = lane; r < w_rows; r += 32) {
-        BulkCopy(stage + r * S::kRowHalves,
-                 w16 + static_cast<std::int64_t>(block_n0 + r) * k_total + chunk * S::kChunk,
-                 bytes, &stage_landed[chunk % kStages]);
-      }
-    } else {
-      for (int e = threadIdx.x; e < S::kBlockCols * S::kVectorsPerRow; e += kThreads) {
-        const int r = e / S::kVectorsPerRow;
-        const int k = chunk * S::kChunk + (e % S::kVectorsPerRow) * kVector;
-        const int n = block_n0 + r;
-        const bool valid = n < n_total && k < k_total;
-        CopyAsync16(stage + r * S::kRowHalves + (e % S::kVectorsPerRow) * kVector,
-                    valid ? w16 + static_cast<std::int64_t>(n) * k_total + k : w16, valid);
-      }
+    for (int e = threadIdx.x; e < S::kBlockCols * S::kVectorsPerRow; e += kThreads) {
+      const int r = e / S::kVectorsPerRow;
+      const int k = chunk * S::kChunk + (e % S::kVectorsPerRow) * kVector;
+      const int n = block_n0 + r;
+      const bool valid = n < n_total && k < k_total;
+      CopyAsync16(stage + r * S::kRowHalves + (e % S::kVectorsPerRow) * kVector,
+                  valid ? w16 + static_cast<std::int64_t>(n) * k_total + k : w16, valid);
     }
   };
   const auto stage_x = [&](int chunk) {
     std::uint16_t* stage = ring + (chunk % kStages) * S::kStageHalves + S::kBlockCols * S::kRowHalves;
-    if constexpr (kBulk) {
-      if (warp != 0) return;
-      const int x_rows = max(0, min(kMTile, rows - m0));
-      for (int r = lane; r < x_rows; r += 32) {
-        BulkCopy(stage + r * S::kRowHalves,
-                 x16 + static_cast<std::int64_t>(m0 + r) * k_total + chunk * S::kChunk,
-                 row_bytes(chunk), &stage_landed[chunk % kStages]);
-      }
-    } else {
-      for (int e = threadIdx.x; e < kMTile * S::kVectorsPerRow; e += kThreads) {
-        const int r = e / S::kVectorsPerRow;
-        const int k = chunk * S::kChunk + (e % S::kVectorsPerRow) * kVector;
-        const int m = m0 + r;
-        const bool valid = m < rows && k < k_total;
-        CopyAsync16(stage + r * S::kRowHalves + (e % S::kVectorsPerRow) * kVector,
-                    valid ? x16 + static_cast<std::int64_t>(m) * k_total + k : x16, valid);
-      }
+    for (int e = threadIdx.x; e < kMTile * S::kVectorsPerRow; e += kThreads) {
+      const int r = e / S::kVectorsPerRow;
+      const int k = chunk * S::kChunk + (e % S::kVectorsPerRow) * kVector;
+      const int m = m0 + r;
+      const bool valid = m < rows && k < k_total;
+      CopyAsync16(stage + r * S::kRowHalves + (e % S::kVectorsPerRow) * kVector,
+                  valid ? x16 + static_cast<std::int64_t>(m) * k_total + k : x16, valid);
     }
   };
-  // Chunk c's stage has landed (its copies by every thread, for cp.async; once the barrier's
-  // phase for this use of the stage completes, for bulk copies).
-  const auto wait_landed = [&](int chunk) {
-    if constexpr (kBulk) {
-      BarrierWait(&stage_landed[chunk % kStages], static_cast<unsigned>((chunk / kStages) & 1));
-    } else {
-      WaitCopies<kStages - 2>();
-    }
-  };
-  if constexpr (kBulk) {
-    if (threadIdx.x == 0) {
-      for (int i = 0; i < kStages; ++i) BarrierInit(&stage_landed[i], 1);
-      FenceBarrierInit();
-    }
-    __syncthreads();
-  }
 
   float acc[kColTiles][S::kNTiles][4];
 #pragma unroll
@@ -207,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     CommitCopies();
   }
   for (int c = 0; c < chunks; ++c) {
-    wait_landed(c);
+    WaitCopies<kStages - 2>();
     // Stage c is visible to every warp, and every warp is done with the stage refilled below
     // (chunk c − 1's).
     __syncthreads();
@@ -346,13 +287,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <typename T, int kMTile, int kColTiles, int kStages, bool kBulk>
+template <typename T, int kMTile, int kColTiles, int kStages>
 cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* bias,
                         const void* residual, const float* gamma, const float* beta, float eps,
                         void* y, std::int64_t rows, std::int64_t n, std::int64_t k,
                         bool programmatic, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(cluster), static_cast<unsigned>((rows + kMTile - 1) / kMTile));
-  return LaunchInClusters<NormGemmKernel<T, kMTile, kColTiles, kStages, kBulk>>(
+  return LaunchInClusters<NormGemmKernel<T, kMTile, kColTiles, kStages>>(
       dim3(static_cast<unsigned>(cluster)), grid, dim3(kThreads),
       Shape<kMTile, kColTiles, kStages>::kSmemBytes, programmatic, stream, static_cast<const T*>(x),
       static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(residual),
@@ -366,14 +307,14 @@ cudaError_t DispatchStages(const NormGemmConfig& c, int cluster, const void* x, 
                            const float* beta, float eps, void* y, std::int64_t rows,
                            std::int64_t n, std::int64_t k, bool programmatic,
                            cudaStream_t stream) {
-  const auto launch = [&](auto stages, auto bulk) {
-    return LaunchShape<T, kMTile, kColTiles, decltype(stages)::value, decltype(bulk)::value>(
-        cluster, x, w, bias, residual, gamma, beta, eps, y, rows, n, k, programmatic, stream);
-  };
-  using Four = std::integral_constant<int, 4>;
-  using Eight = std::integral_constant<int, 8>;
-  if (c.stages == 4) return c.bulk ? launch(Four{}, std::true_type{}) : launch(Four{}, std::false_type{});
-  if (c.stages == 8) return c.bulk ? launch(Eight{}, std::true_type{}) : launch(Eight{}, std::false_type{});
+  if (c.stages == 4) {
+    return LaunchShape<T, kMTile, kColTiles, 4>(cluster, x, w, bias, residual, gamma, beta, eps,
+                                                y, rows, n, k, programmatic, stream);
+  }
+  if (c.stages == 8) {
+    return LaunchShape<T, kMTile, kColTiles, 8>(cluster, x, w, bias, residual, gamma, beta, eps,
+                                                y, rows, n, k, programmatic, stream);
+  }
   return cudaErrorInvalidValue;
 }
 
@@ -408,7 +349,7 @@ cudaError_t Dispatch(const NormGemmConfig& c, int cluster, const void* x, const 
 std::string NormGemmConfig::Describe(std::int64_t out_features) const {
   return "GEMM + LayerNorm, " + std::to_string(NormGemmClusterSize(*this, out_features)) +
          " blocks x " + std::to_string(16 * col_tiles) + " outputs, " + std::to_string(m_tile) +
-         "-row tiles, " + std::to_string(stages) + " stages of 128 K" + (bulk ? ", bulk copies" : "");
+         "-row tiles, " + std::to_string(stages) + " stages of 128 K";
 }
 
 int NormGemmClusterSize(const NormGemmConfig& config, std::int64_t out_features) {
@@ -437,14 +378,13 @@ std::vector<NormGemmConfig> NormGemmCandidates(std::int64_t rows, std::int64_t o
   if (rows <= 128) m_tiles.push_back(8);
   for (const std::uint8_t m_tile : m_tiles) {
     for (std::uint8_t col_tiles = 1; col_tiles <= 4; ++col_tiles) {
-      // Fewer than 2 blocks leave the SMs idle for no saving; a cluster of more than 16 is
-      // refused.
-      const int blocks = NormGemmClusterSize(NormGemmConfig{m_tile, col_tiles}, out_features);
-      if (blocks < 1 || (blocks < 2 && col_tiles > 1)) continue;
       for (const std::uint8_t stages : {std::uint8_t{4}, std::uint8_t{8}}) {
-        for (const bool bulk : {false, true}) {
-          candidates.push_back(NormGemmConfig{m_tile, col_tiles, stages, bulk});
-        }
+        const NormGemmConfig config{m_tile, col_tiles, stages};
+        // Fewer than 2 blocks leave the SMs idle for no saving; a cluster of more than 16 is
+        // refused.
+        const int blocks = NormGemmClusterSize(config, out_features);
+        if (blocks < 2 && col_tiles > 1) continue;
+        if (blocks >= 1) candidates.push_back(config);
       }
     }
   }

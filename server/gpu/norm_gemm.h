@@ -36,13 +36,12 @@ struct NormGemmConfig {
   std::uint8_t m_tile = 16;    // 8 or 16
   std::uint8_t col_tiles = 3;  // 1 to 4
   std::uint8_t stages = 4;     // 4 or 8
-  bool bulk = false;           // stages filled by bulk copies (one a row) instead of cp.async
 
   // For the load log, e.g. "GEMM + LayerNorm, 16 blocks x 48 outputs, 16-row tiles, 4 stages of
   // 128 K".
   std::string Describe(std::int64_t out_features) const;
   friend bool operator==(const NormGemmConfig& a, const NormGemmConfig& b) {
-    return a.m_tile == b.m_tile && a.col_tiles == b.col_tiles && a.stages == b.stages && a.bulk == b.bulk;
+    return a.m_tile == b.m_tile && a.col_tiles == b.col_tiles && a.stages == b.stages;
   }
 };
 

@@ -1,7 +1,6 @@
-// Device-side building blocks of the tensor-core kernels (attention.cu, skinny_gemm.cu,
-// norm_gemm.cu): the warp-level m16n8k16 matrix multiply-accumulate with fp32 accumulators,
-// asynchronous 16-byte copies from global into shared memory (sm_80+), and bulk copies counted
-// on shared-memory barriers (sm_90+).
+// Device-side building blocks of the tensor-core kernels (attention.cu, skinny_gemm.cu): the
+// warp-level m16n8k16 matrix multiply-accumulate with fp32 accumulators, and asynchronous
+// 16-byte copies from global into shared memory (sm_80+).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -54,50 +53,5 @@ template <int kPending>
 __device__ __forceinline__ void WaitCopies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Bulk copies (sm_90+): one thread moves a whole contiguous run of bytes from global into
-// shared memory through the copy engine, and a shared-memory barrier counts the bytes that
-// have landed. Unlike cp.async, the copies in flight are not bounded by per-thread requests.
-__device__ __forceinline__ unsigned SharedAddress(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void BarrierInit(std::uint64_t* barrier, unsigned arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SharedAddress(barrier)),
-               "r"(arrivals));
-}
-// Makes initialised barriers visible to the copy engine (then a __syncthreads to the block).
-__device__ __forceinline__ void FenceBarrierInit() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// One arrival that also announces `bytes` more to land before the barrier's phase completes.
-__device__ __forceinline__ void BarrierExpectBytes(std::uint64_t* barrier, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SharedAddress(barrier)),
-               "r"(bytes)
-               : "memory");
-}
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from `src` to `dst`, counted on
-// `barrier` when they land.
-__device__ __forceinline__ void BulkCopy(void* dst, const void* src, unsigned bytes,
-                                         std::uint64_t* barrier) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-          SharedAddress(dst)),
-      "l"(src), "r"(bytes), "r"(SharedAddress(barrier))
-      : "memory");
-}
-// Waits until the barrier's phase of parity `parity` has completed.
-__device__ __forceinline__ void BarrierWait(std::uint64_t* barrier, unsigned parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "wait:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait;\n"
-      "}\n" ::"r"(SharedAddress(barrier)),
-      "r"(parity)
-      : "memory");
-}
-#endif
 
 }  // namespace ltserve::gpu

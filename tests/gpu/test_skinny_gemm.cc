@@ -219,8 +219,8 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
                                 GemmKernel::Skinny({32, 2, 4, 8}),
                                 GemmKernel::Chain({4, false, 2}),
                                 GemmKernel::Chain({1, true, 1}),
-                                GemmKernel::NormGemm({16, 3, 4, true}),
-                                GemmKernel::NormGemm({8, 1, 8, false})};
+                                GemmKernel::NormGemm({16, 3, 4}),
+                                GemmKernel::NormGemm({8, 1, 8})};
   for (const GemmKernel& kernel : kernels) {
     const auto back = GemmKernel::FromText(kernel.ToText());
     ASSERT_TRUE(back.has_value()) << kernel.ToText();
@@ -229,11 +229,11 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   const GemmKernel skinny = GemmKernel::Skinny({32, 2, 4, 8});
   EXPECT_EQ(skinny.ToText(), "skinny 32 2 4 8");
   EXPECT_EQ(GemmKernel::Chain({2, true, 1}).ToText(), "chain 2 1 1");
-  EXPECT_EQ(GemmKernel::NormGemm({16, 4, 8, true}).ToText(), "norm 16 4 8 1");
+  EXPECT_EQ(GemmKernel::NormGemm({16, 4, 8}).ToText(), "norm 16 4 8");
   for (const char* bad : {"", "cublas", "skinny 32 2 4", "skinny 32 2 4 0", "skinny 32 2 4 8 1",
                           "small-batch 1", "skinny a b c d", "chain 3 1 1", "chain 2 2 1", "chain 2 1",
-                          "chain 2 1 3", "chain 2 1 1 0", "norm 16 3 4", "norm 32 3 4 0", "norm 16 5 4 0",
-                          "norm 16 0 4 0", "norm 16 3 2 0", "norm 16 3 4 2", "norm 16 3 4 1 0"}) {
+                          "chain 2 1 3", "chain 2 1 1 0", "norm 16 3", "norm 32 3 4", "norm 16 5 4",
+                          "norm 16 0 4", "norm 16 3 2", "norm 16 3 4 1"}) {
     EXPECT_FALSE(GemmKernel::FromText(bad).has_value()) << "'" << bad << "'";
   }
 }
