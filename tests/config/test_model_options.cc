@@ -33,7 +33,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"small_batch_kernel", "always"},
                                         {"skinny_gemm_kernel", "off"},
                                         {"layer_chain_kernel", "always"},
-                                        {"gemm_layernorm_kernel", "off"},
+                                        {"gemm_layernorm_kernel", "auto"},
                                         {"gpu_device", "2"},
                                         {"cublaslt_workspace_bytes", "4096"},
                                         {"algo_cache_file", "cache/../algos.txt"},
@@ -54,7 +54,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->small_batch, OwnKernelMode::kAlways);
   EXPECT_EQ(options->skinny_gemm, OwnKernelMode::kOff);
   EXPECT_EQ(options->layer_chain, OwnKernelMode::kAlways);
-  EXPECT_EQ(options->gemm_layernorm, OwnKernelMode::kOff);
+  EXPECT_EQ(options->gemm_layernorm, OwnKernelMode::kAuto);
   EXPECT_EQ(options->gpu_device, 2);
   EXPECT_EQ(options->workspace_bytes, 4096u);
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
