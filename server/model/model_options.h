@@ -63,7 +63,7 @@ struct ModelOptions {
   OwnKernelMode layer_chain = OwnKernelMode::kOff;
   // A Linear and the LayerNorm reading its output in one kernel, up to 512 rows and 1024
   // outputs (gpu/norm_gemm.h): the post-LN steps of BERT-family encoders. Off unless asked for:
-  // on the H200 it timed at best 5-11 % faster than cuBLASLt + LayerNorm (768 -> 768, up to 32
+  // on the H200 it timed at best 4-11 % faster than cuBLASLt + LayerNorm (768 -> 768, up to 32
   // rows) and slower everywhere else (bench/RESULTS.md).
   OwnKernelMode gemm_layernorm = OwnKernelMode::kOff;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
