@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu_model.h"
 #include "gpu/norm_gemm.h"
 #include "sixteen_bit.h"
 #include "test_support.h"
@@ -22,6 +23,7 @@ namespace {
 
 using gpu::ElemType;
 using gpu::NormGemmConfig;
+using plan::Activation;
 using testing::DeviceHalves;
 using testing::FromBits;
 using testing::kGuard;
@@ -241,6 +243,54 @@ TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch({16, 5, 4}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch({16, 0, 4}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch({16, 3, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+}
+
+// Which (GEMM, LayerNorm) step pairs the kernel may take, on hand-made steps: pure bookkeeping,
+// so this runs anywhere. Values: 0 the input, 1 a GEMM's output, 2 the norm's, 3 a residual.
+TEST(NormGemm, FusesOnlyAGemmThatOnlyItsLayerNormReads) {
+  using gpu::GemmStep;
+  using gpu::LayerNormStep;
+  using gpu::Step;
+  const auto gemm = [](plan::ValueId residual, Activation act) {
+    GemmStep step;
+    step.input = 0;
+    step.output = 1;
+    step.residual = residual;
+    step.activation = act;
+    return step;
+  };
+  const auto norm = [](plan::ValueId input, plan::ValueId residual) {
+    LayerNormStep step;
+    step.input = input;
+    step.residual = residual;
+    step.output = 2;
+    return step;
+  };
+  const plan::ValueId out = 2;
+  const auto fusable = [&](std::vector<Step> steps, plan::ValueId output = 2) {
+    return gpu::LayerNormFusableGemms(steps, output);
+  };
+  // The residual in the GEMM, or in the LayerNorm (not both).
+  EXPECT_EQ(fusable({gemm(3, Activation::kNone), norm(1, plan::kNoValue)}),
+            std::vector<std::size_t>{0});
+  EXPECT_EQ(fusable({gemm(plan::kNoValue, Activation::kNone), norm(1, 3)}),
+            std::vector<std::size_t>{0});
+  EXPECT_TRUE(fusable({gemm(3, Activation::kNone), norm(1, 3)}).empty());
+  // An activation between them, a LayerNorm of something else, the GEMM's output as the
+  // LayerNorm's residual, or the GEMM's output read again later or being the plan's output.
+  EXPECT_TRUE(fusable({gemm(3, Activation::kGeluTanh), norm(1, plan::kNoValue)}).empty());
+  EXPECT_TRUE(fusable({gemm(3, Activation::kNone), norm(0, plan::kNoValue)}).empty());
+  EXPECT_TRUE(fusable({gemm(plan::kNoValue, Activation::kNone), norm(0, 1)}).empty());
+  GemmStep reader = gemm(1, Activation::kNone);
+  reader.input = out;
+  reader.output = 4;
+  EXPECT_TRUE(fusable({gemm(3, Activation::kNone), norm(1, plan::kNoValue), reader}).empty());
+  EXPECT_TRUE(fusable({gemm(3, Activation::kNone), norm(1, plan::kNoValue)}, 1).empty());
+  // Not adjacent: a step between them.
+  gpu::PointwiseStep between;
+  between.input = 1;
+  between.output = 5;
+  EXPECT_TRUE(fusable({gemm(3, Activation::kNone), between, norm(5, plan::kNoValue)}).empty());
 }
 
 }  // namespace
