@@ -1,16 +1,17 @@
 // A Linear and the LayerNorm after it in one kernel (norm_gemm.h). As in the split-K kernel
 // (skinny_gemm.cu, whose header comment explains the fragment layout), Yᵀ = W·Xᵀ is computed
-// with W as mma's A, read from global memory straight into registers as fragments (16 bytes,
-// 8 consecutive k, a thread), and the few rows of X as mma's n. What differs is who owns what:
+// with W as mma's A, each thread's 16 bytes (8 consecutive k) used as its fragments as they
+// are, and the few rows of X as mma's n. What differs is who owns what:
 //
 // - A cluster owns `m_tile` whole rows of Y. Its blocks split the outputs (16 × col_tiles
 //   each), so the LayerNorm's row statistics are a sum over the cluster's blocks, exchanged
 //   through distributed shared memory: no global round trip, no second kernel.
-// - A block's 8 warps split K: warp w takes steps w, w + 8, ... and keeps the next step's W
-//   and X in flight while it multiplies this one, so each warp waits for memory about once per
-//   step instead of once per load. X comes from the L2 (the kernel before wrote it) into
-//   registers, as W does: every X and W element is used once per block, so staging either in
-//   shared memory would buy no reuse.
+// - A block streams its W rows and X rows through a ring of shared-memory stages, 128 K wide,
+//   every thread copying a share of each (cp.async), all stages but the one being multiplied
+//   in flight. A first version loaded each warp's W and X straight into registers one step
+//   ahead and ran DRAM at a few percent of its rate (bench/RESULTS.md); bulk copies into the
+//   ring were slower still. The chunk's four 32-wide K steps go to the block's 8 warps in
+//   turn.
 // - The warps' partial sums meet in shared memory and are added in warp order; the row sums
 //   are added lane by lane in a fixed shuffle tree and the blocks' sums in rank order by every
 //   block alike, so each block normalises with bit-identical statistics and reruns are
