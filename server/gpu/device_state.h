@@ -98,6 +98,10 @@ class DeviceState {
   // kernel followed by the LayerNorm kernel, and marks the GEMM step kNormGemm where the
   // fused kernel wins (kAuto: clearly; kAlways: wherever it runs); cached like a kernel choice.
   Status ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* from_cache);
+  // Tune's: GEMM step `s` of `tuning` at bucket `b` with the kernel tuning chose for it;
+  // `gemm` is the step's cuBLASLt descriptor at `rows`, used when that kernel is cuBLASLt.
+  Status RunTunedStep(const GemmTuning& tuning, std::size_t s, std::size_t b, const Gemm& gemm,
+                      std::int64_t rows);
   Result<std::optional<ChainRun>> TimeChain(const GemmTuning& tuning, std::size_t first,
                                             std::size_t last, std::size_t bucket, bool always);
   Status RunEmbed(const EmbedStep& step, std::size_t bucket);

@@ -7,12 +7,33 @@
 #include <array>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "gpu/algo_cache.h"
 #include "gpu/cuda_check.h"
 
 namespace ltserve::gpu {
 namespace {
+
+// The fastest of `candidates`, each run by `run(candidate)` and timed with the L2 emptied first
+// (TimeColdOnStream); a candidate that fails to run is left out, the first failure kept in
+// `first_failure` for the load log. nullopt when none ran.
+template <typename Config, typename Run>
+std::optional<std::pair<Config, float>> FastestCold(const std::vector<Config>& candidates,
+                                                    Run&& run, const DeviceBuffer& flush,
+                                                    cudaStream_t stream,
+                                                    std::string& first_failure) {
+  std::optional<std::pair<Config, float>> best;
+  for (const Config& candidate : candidates) {
+    Result<float> ms = TimeColdOnStream([&] { return run(candidate); }, flush, stream);
+    if (!ms.ok()) {
+      if (first_failure.empty()) first_failure = ms.status().ToString();
+      continue;
+    }
+    if (!best.has_value() || ms.value() < best->second) best.emplace(candidate, ms.value());
+  }
+  return best;
+}
 
 std::string Fingerprint(int device) {
   cudaDeviceProp properties{};
@@ -277,8 +298,7 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
           })) {
         continue;
       }
-      const GemmKernel& alone = tuning.kernels[s][b];
-      std::string alone_text = alone.ToText();
+      std::string alone_text = tuning.kernels[s][b].ToText();
       std::replace(alone_text.begin(), alone_text.end(), ' ', '_');  // a key is one word in the file
       const std::string key = "norm," + std::string(PrecisionName(options.precision)) +
                               ",rows=" + std::to_string(rows) + "," + std::to_string(gemm.k) +
@@ -297,39 +317,23 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
       if (!always) {
         LTSERVE_ASSIGN_OR_RETURN(Gemm cublaslt, Gemm::Create(options.precision, gemm.Shape(rows)));
         LTSERVE_ASSIGN_OR_RETURN(alone_ms, TimeColdOnStream([&]() -> Status {
-          if (alone.kind != GemmKernel::Kind::kCublasLt) {
-            LTSERVE_RETURN_IF_ERROR(RunOwnKernel(alone, gemm, rows));
-          } else {
-            LTSERVE_RETURN_IF_ERROR(RunCublasLt(gemm, rows, [&](const GemmOperands& operands) {
-              return cublaslt.RunWith(tuning.algos[s][b], handle_.get(), operands,
-                                      workspace_.data(), workspace_.bytes(), stream());
-            }));
-          }
+          LTSERVE_RETURN_IF_ERROR(RunTunedStep(tuning, s, b, cublaslt, rows));
           LTSERVE_CUDA_RETURN_IF_ERROR(LaunchLayerNorm(
               Value(gemm.output),
-              norm.residual == plan::kNoValue ? nullptr : Value(norm.residual), static_cast<const float*>(model_->Weight(norm.gamma_offset)),
+              norm.residual == plan::kNoValue ? nullptr : Value(norm.residual),
+              static_cast<const float*>(model_->Weight(norm.gamma_offset)),
               static_cast<const float*>(model_->Weight(norm.beta_offset)), Value(norm.output), rows,
               gemm.n, norm.eps, storage, programmatic_, stream()));
           return Status::Ok();
         }, flush_, stream()));
       }
-      std::optional<NormGemmConfig> best;
-      float best_ms = std::numeric_limits<float>::infinity();
-      for (const NormGemmConfig& config : NormGemmCandidates(rows, gemm.n, gemm.k)) {
-        Result<float> ms =
-            TimeColdOnStream([&] { return RunNormGemm(config, s, rows); }, flush_, stream());
-        if (!ms.ok()) {
-          if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
-          continue;
-        }
-        if (ms.value() < best_ms) {
-          best = config;
-          best_ms = ms.value();
-        }
-      }
-      const bool wins = best.has_value() && (always || ClearlyFaster(best_ms, alone_ms));
-      cache.PutKernel(key, wins ? GemmKernel::NormGemm(*best) : GemmKernel{});
-      if (wins) tuning.kernels[s][b] = GemmKernel::NormGemm(*best);
+      const auto best = FastestCold(
+          NormGemmCandidates(rows, gemm.n, gemm.k),
+          [&](const NormGemmConfig& config) { return RunNormGemm(config, s, rows); }, flush_,
+          stream(), own_kernel_failure_);
+      const bool wins = best.has_value() && (always || ClearlyFaster(best->second, alone_ms));
+      cache.PutKernel(key, wins ? GemmKernel::NormGemm(best->first) : GemmKernel{});
+      if (wins) tuning.kernels[s][b] = GemmKernel::NormGemm(best->first);
     }
   }
   return Status::Ok();
@@ -353,40 +357,32 @@ Result<std::optional<ChainRun>> DeviceState::TimeChain(const GemmTuning& tuning,
     }
     LTSERVE_ASSIGN_OR_RETURN(steps_ms, TimeColdOnStream([&]() -> Status {
       for (std::size_t s = first; s <= last; ++s) {
-        const auto& step = std::get<GemmStep>(tuning.steps[s]);
-        const GemmKernel& kernel = tuning.kernels[s][b];
-        if (kernel.kind != GemmKernel::Kind::kCublasLt) {
-          LTSERVE_RETURN_IF_ERROR(RunOwnKernel(kernel, step, rows));
-          continue;
-        }
-        const Gemm& gemm = gemms[s - first];
-        LTSERVE_RETURN_IF_ERROR(RunCublasLt(step, rows, [&](const GemmOperands& operands) {
-          return gemm.RunWith(tuning.algos[s][b], handle_.get(), operands, workspace_.data(),
-                              workspace_.bytes(), stream());
-        }));
+        LTSERVE_RETURN_IF_ERROR(RunTunedStep(tuning, s, b, gemms[s - first], rows));
       }
       return Status::Ok();
     }, flush_, stream()));
   }
-  std::optional<ChainRun> best;
-  float best_ms = std::numeric_limits<float>::infinity();
-  for (const ChainGemmConfig& config : ChainGemmCandidates(rows)) {
-    const ChainRun run{first, last, config};
-    Result<float> ms =
-        TimeColdOnStream([&] { return RunChain(tuning.steps, run, rows); }, flush_, stream());
-    if (!ms.ok()) {
-      if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
-      continue;
-    }
-    if (ms.value() < best_ms) {
-      best = run;
-      best_ms = ms.value();
-    }
-  }
-  if (!best.has_value() || !(always || ClearlyFaster(best_ms, steps_ms))) {
+  const auto best = FastestCold(
+      ChainGemmCandidates(rows),
+      [&](const ChainGemmConfig& config) {
+        return RunChain(tuning.steps, ChainRun{first, last, config}, rows);
+      },
+      flush_, stream(), own_kernel_failure_);
+  if (!best.has_value() || !(always || ClearlyFaster(best->second, steps_ms))) {
     return std::optional<ChainRun>();
   }
-  return best;
+  return std::optional<ChainRun>(ChainRun{first, last, best->first});
+}
+
+Status DeviceState::RunTunedStep(const GemmTuning& tuning, std::size_t s, std::size_t b,
+                                 const Gemm& gemm, std::int64_t rows) {
+  const auto& step = std::get<GemmStep>(tuning.steps[s]);
+  const GemmKernel& kernel = tuning.kernels[s][b];
+  if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, step, rows);
+  return RunCublasLt(step, rows, [&](const GemmOperands& operands) {
+    return gemm.RunWith(tuning.algos[s][b], handle_.get(), operands, workspace_.data(),
+                        workspace_.bytes(), stream());
+  });
 }
 
 Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const GpuModel> model) {
