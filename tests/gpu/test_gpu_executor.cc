@@ -393,12 +393,8 @@ void ExpectOptionChangesNoResult(std::shared_ptr<const plan::Plan> plan,
       auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
       ASSERT_TRUE(factory.ok()) << factory.status().ToString();
       const std::string described = factory.value()->Describe();
-      if (!off_note.empty()) {
-        EXPECT_EQ(described.find(off_note) != std::string::npos, on == 0);
-      }
-      if (!on_note.empty()) {
-        EXPECT_EQ(described.find(on_note) != std::string::npos, on == 1);
-      }
+      if (!off_note.empty()) EXPECT_EQ(described.find(off_note) != std::string::npos, on == 0);
+      if (!on_note.empty()) EXPECT_EQ(described.find(on_note) != std::string::npos, on == 1);
       auto instance = factory.value()->CreateInstance(0);
       ASSERT_TRUE(instance.ok()) << instance.status().ToString();
       instances[on] = std::move(instance).value();
