@@ -464,8 +464,7 @@ int ProfileOnePass(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --ab-prefetch]\n",
-                 argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -515,12 +514,6 @@ int main(int argc, char** argv) {
                  std::chrono::duration<double>(Clock::now() - load_start).count(),
                  factory->Describe().c_str());
     if (profile_batch > 0) return ProfileOnePass(*timer.value(), profile_batch);
-    const std::int64_t ab_batches[] = {1, 8, 32, 128};
-    const auto ab_upto = std::span(ab_batches).first(max_batch >= 128 ? 4 : 1);
-    if (argc > 3 && std::string(argv[3]) == "--ab-prefetch") {
-      return PrintOptionAB("BERT-base layers, bf16, seq 128", L2PrefetchAB(), p, spec,
-                           tokens.value(), ab_upto, kSeq);
-    }
 
     const double peak = MeasurePeakTflops();
     const double copy = MeasureCopyTBps();
@@ -573,10 +566,6 @@ int main(int argc, char** argv) {
       // The GEMM + LayerNorm kernel is offered up to 512 tokens: batches 1, 2 and 4; batch 8
       // (1024 tokens) as the control.
       const std::int64_t norm_batches[] = {1, 2, 4, 8};
-      if (PrintOptionAB("BERT-base layers, bf16, seq 128", L2PrefetchAB(), p, spec,
-                        tokens.value(), ab_upto, kSeq) != 0) {
-        return 1;
-      }
       if (PrintOptionAB("BERT-base layers, bf16, seq 128", GemmLayerNormAB(), p, spec,
                         tokens.value(),
                         std::span(norm_batches).first(max_batch >= 8 ? 4 : max_batch >= 4 ? 3 : 1),

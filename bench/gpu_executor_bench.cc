@@ -212,8 +212,6 @@ int BenchOwnKernelsAndLaunch(const std::string& name, const std::string& path) {
                                std::nullopt, pdl_batches, 0);
   failures += PrintOptionAB(name + ", FP32 in and out", SkinnyGemmAB(), plan, spec, std::nullopt,
                             skinny_batches, 0);
-  failures += PrintOptionAB(name + ", FP32 in and out", L2PrefetchAB(), plan, spec, std::nullopt,
-                            skinny_batches, 0);
   const std::int64_t chain_batches[] = {1, 2, 4, 8, 16, 32};
   failures += PrintOptionAB(name + ", FP32 in and out", LayerChainAB(), plan, spec, std::nullopt,
                             chain_batches, 0);
@@ -462,20 +460,6 @@ int main(int argc, char** argv) {
   if (argc > 3 && (std::string(argv[3]) == "norm" || std::string(argv[3]) == "norm-profile")) {
     // The GEMM + LayerNorm kernel alone: its table, or one launch of each configuration to profile.
     return PrintNormGemmTable(MeasureCopyTBps(), std::string(argv[3]) == "norm-profile");
-  }
-  if (argc > 3 && std::string(argv[3]) == "prefetch") {
-    // Only the l2_prefetch A/B, on the MLP and the FFN, 1 to 256 rows.
-    const std::int64_t batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-    int failures = 0;
-    for (const auto& [name, file] : {std::pair{"MLP 1024-4096-4096-1024 ReLU", "/mlp.pt"},
-                                     std::pair{"FFN 4096-16384-4096 GELU(tanh)", "/ffn.pt"}}) {
-      auto module = torch::jit::load(dir + file);
-      auto plan = Lower(module);
-      if (plan == nullptr || !plan->Validate().ok()) return 1;
-      failures += PrintOptionAB(std::string(name) + ", FP32 in and out", L2PrefetchAB(), plan,
-                                Fp32IoSpec(name, *plan), std::nullopt, batches, 0);
-    }
-    return failures == 0 ? 0 : 1;
   }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");

@@ -38,12 +38,6 @@ OptionAB GemmLayerNormAB() {
                   [](ltserve::ModelOptions& o) { o.gemm_layernorm = ltserve::OwnKernelMode::kOff; }};
 }
 
-OptionAB L2PrefetchAB() {
-  return OptionAB{"the next GEMM's weights fetched into the L2 as this one starts (l2_prefetch) on and off",
-                  "on", "off", [](ltserve::ModelOptions& o) { o.l2_prefetch = true; },
-                  [](ltserve::ModelOptions& o) { o.l2_prefetch = false; }};
-}
-
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,

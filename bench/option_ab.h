@@ -40,6 +40,5 @@ OptionAB ProgrammaticLaunchAB();
 OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off
-OptionAB L2PrefetchAB();     // the next GEMM's weights prefetched into the L2, on against off
 
 }  // namespace ltserve_bench

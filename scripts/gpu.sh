@@ -122,16 +122,6 @@ if [[ ${RUN_NORM_STALLS:-0} == 1 ]]; then
     > "$OUT/ncu_norm_stalls.txt" 2>&1 || status=1
   grep -vE "^==PROF==|^profiled:" "$OUT/ncu_norm_stalls.txt" | tail -70
 fi
-if [[ ${RUN_PREFETCH:-0} == 1 ]]; then
-  # l2_prefetch alone: its A/B on the MLP and the FFN (1-256 rows) and on BERT-base (batch 1,
-  # 8, 32, 128).
-  echo "== l2_prefetch A/B (${SECONDS} s)"
-  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 prefetch \
-    > "$OUT/prefetch.md" 2> "$OUT/prefetch.log" || status=1
-  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --ab-prefetch \
-    >> "$OUT/prefetch.md" 2>> "$OUT/prefetch.log" || status=1
-  cat "$OUT/prefetch.log" "$OUT/prefetch.md"
-fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \

@@ -139,7 +139,6 @@ const std::vector<KnownParameter>& Known() {
        }},
       Boolean("cuda_graphs", &ModelOptions::cuda_graphs),
       Boolean("programmatic_launch", &ModelOptions::programmatic_launch),
-      Boolean("l2_prefetch", &ModelOptions::l2_prefetch),
       Boolean("copies_in_graph", &ModelOptions::copies_in_graph),
       Boolean("run_on_receiving_thread", &ModelOptions::run_on_receiving_thread),
       // The text names kMaxWorkerPollUs (static_assert below).

@@ -90,42 +90,8 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
       state->gemms_[s].push_back(std::move(gemm));
     }
   }
-  const std::vector<Step>& steps = model->steps();
-  state->next_gemm_.assign(steps.size() + 1, steps.size());
-  for (std::size_t s = steps.size(); s-- > 0;) {
-    state->next_gemm_[s] = std::holds_alternative<GemmStep>(steps[s]) ? s : state->next_gemm_[s + 1];
-  }
-  if (options.l2_prefetch && major >= 9 && state->next_gemm_[0] < steps.size()) {
-    int l2_bytes = 0;
-    LTSERVE_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, options.gpu_device));
-    state->prefetch_limit_bytes_ = static_cast<std::size_t>(l2_bytes) / 2;
-    LTSERVE_ASSIGN_OR_RETURN(state->prefetch_stream_, CreateStream());
-    LTSERVE_ASSIGN_OR_RETURN(state->prefetch_join_, CreateEvent(/*timing=*/false));
-    for (std::size_t s = 0; s <= steps.size(); ++s) {
-      LTSERVE_ASSIGN_OR_RETURN(Event fork, CreateEvent(/*timing=*/false));
-      state->prefetch_forks_.push_back(std::move(fork));
-    }
-  }
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state->stream()));
   return state;
-}
-
-Status DeviceState::PrefetchWeights(std::size_t step, std::size_t fork) {
-  const auto& gemm = std::get<GemmStep>(model_->steps()[step]);
-  const std::size_t element = ElemSize(StorageType(model_->options().precision));
-  const auto* begin = static_cast<const std::byte*>(model_->Weight(gemm.weight_offset));
-  const std::byte* end = begin + static_cast<std::size_t>(gemm.n * gemm.k) * element;
-  if (gemm.bias_offset != kNoOffset) {  // packed right after the weight (gpu_model.cc, Append)
-    end = std::max(end, static_cast<const std::byte*>(model_->Weight(gemm.bias_offset)) +
-                            static_cast<std::size_t>(gemm.n) * element);
-  }
-  const std::size_t bytes = std::min(static_cast<std::size_t>(end - begin), prefetch_limit_bytes_);
-  cudaEvent_t event = prefetch_forks_[fork].get();
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(event, stream()));
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(prefetch_stream_.get(), event, 0));
-  LTSERVE_CUDA_RETURN_IF_ERROR(LaunchL2Prefetch(begin, bytes, sm_count_, prefetch_stream_.get()));
-  return Status::Ok();
 }
 
 void* DeviceState::input_device() const {
@@ -299,27 +265,10 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
   const ElemType storage = StorageType(options.precision);
   const std::int64_t rows = model_->buckets()[bucket];
   const std::vector<ChainRun>& chains = model_->Chains(bucket);
-  const std::size_t step_count = model_->steps().size();
-  // The first GEMM's weights start towards the L2 with the steps, each next GEMM's as the
-  // launch before it starts (in a graph: a branch, joined at the end of the steps).
-  const bool prefetch = prefetch_stream_ != nullptr;
-  if (prefetch) LTSERVE_RETURN_IF_ERROR(PrefetchWeights(next_gemm_[0], 0));
   auto chain = chains.begin();
-  for (std::size_t s = 0; s < step_count; ++s) {
+  for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
     const std::int64_t step_rows = model_->StepRows(s, bucket);
-    if (prefetch && std::holds_alternative<GemmStep>(step)) {
-      // The last step this launch covers: a layer chain's, the LayerNorm fused into a GEMM.
-      std::size_t last = s;
-      if (chain != chains.end() && chain->first_step == s) {
-        last = chain->last_step;
-      } else if (model_->Kernel(s, bucket).kind == GemmKernel::Kind::kNormGemm) {
-        last = s + 1;
-      }
-      if (next_gemm_[last + 1] < step_count) {
-        LTSERVE_RETURN_IF_ERROR(PrefetchWeights(next_gemm_[last + 1], s + 1));
-      }
-    }
     if (chain != chains.end() && chain->first_step == s) {
       LTSERVE_RETURN_IF_ERROR(RunChain(model_->steps(), *chain, step_rows));
       // The run's steps end together: each of their marks is the launch's end.
@@ -372,10 +321,6 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
     if (s < step_marks.size()) {
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
     }
-  }
-  if (prefetch) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(prefetch_join_.get(), prefetch_stream_.get()));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream(), prefetch_join_.get(), 0));
   }
   return Status::Ok();
 }

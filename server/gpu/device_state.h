@@ -112,9 +112,6 @@ class DeviceState {
                                   const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
                                   int* from_cache);
   void* Value(plan::ValueId id) const { return values_[static_cast<std::size_t>(id)].data(); }
-  // Enqueues on the prefetch stream, after everything enqueued on the main one so far, the L2
-  // prefetch of GEMM step `step`'s weights and bias; `fork` picks the event that orders it.
-  Status PrefetchWeights(std::size_t step, std::size_t fork);
 
   std::shared_ptr<const GpuModel> model_;
   Stream stream_;
@@ -131,16 +128,6 @@ class DeviceState {
   int sm_major_ = 0;     // the device's compute capability
   int sm_count_ = 0;     // the device's multiprocessors: the layer-chain kernel's grid
   DeviceBuffer chain_scratch_;  // the layer-chain kernel's counters and partial sums; zeroed
-  // l2_prefetch (Hopper and newer, a model with GEMMs): the stream beside stream_ that fetches
-  // the next GEMM's weights into the L2, one event per fork (the first GEMM's at the start of
-  // the steps, then one per GEMM launch) and the join back into stream_; how much of a layer to
-  // fetch (half the L2: the layer running beside it needs the rest); for each step s, the first
-  // GEMM step at or after s (the step count where none is).
-  Stream prefetch_stream_;
-  std::vector<Event> prefetch_forks_;
-  Event prefetch_join_;
-  std::size_t prefetch_limit_bytes_ = 0;
-  std::vector<std::size_t> next_gemm_;
   DeviceBuffer flush_;   // Tune's state only: overwritten to empty the L2 between timed runs
   std::string own_kernel_failure_;  // Tune's state only: why an own kernel first failed to run
 };

@@ -369,8 +369,7 @@ class GpuFactory final : public ExecutorFactory {
         << model_->buckets().size() << " buckets up to " << options.capacity_rows
         << " rows, workspace " << options.workspace_bytes << " bytes, GELU "
         << (options.gelu == GeluMode::kExact ? "exact (erf)" : "tanh epilogue")
-        << (options.programmatic_launch ? "" : ", programmatic launch off")
-        << (options.l2_prefetch ? ", next weights prefetched into the L2" : "");
+        << (options.programmatic_launch ? "" : ", programmatic launch off");
     if (const std::int64_t staged = LargestStagedBucket(*model_); staged > 0) {
       out << ", copies inside the graphs up to " << staged << " rows";
     }

@@ -48,23 +48,6 @@ __global__ void ReadAllKernel(const uint4* data, std::int64_t count, unsigned* s
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-// One cp.async.bulk.prefetch.L2 per piece: nothing is held in registers or shared memory and
-// nothing is waited for, so the block is done once its requests are issued.
-__global__ void L2PrefetchKernel(const char* data, std::uint64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr std::uint64_t kPiece = std::uint64_t{16} << 10;
-  const std::uint64_t threads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t offset = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPiece;
-       offset < bytes; offset += threads * kPiece) {
-    const auto size = static_cast<std::uint32_t>(bytes - offset < kPiece ? bytes - offset : kPiece) & ~15u;
-    if (size > 0) {
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(data + offset), "r"(size)
-                   : "memory");
-    }
-  }
-#endif
-}
-
 template <typename T>
 __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T* out,
                                 std::int64_t rows, std::int64_t width, plan::Activation act) {
@@ -342,12 +325,6 @@ cudaError_t LaunchReadAll(void* data, std::size_t bytes, cudaStream_t stream) {
   if (vectors == 0) return cudaSuccess;
   ReadAllKernel<<<Blocks(vectors), kThreads, 0, stream>>>(static_cast<const uint4*>(data), vectors,
                                                          static_cast<unsigned*>(data));
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchL2Prefetch(const void* data, std::size_t bytes, int blocks, cudaStream_t stream) {
-  if (bytes < 16 || blocks < 1) return cudaSuccess;
-  L2PrefetchKernel<<<blocks, 32, 0, stream>>>(static_cast<const char*>(data), bytes);
   return cudaGetLastError();
 }
 

@@ -31,12 +31,6 @@ cudaError_t LaunchFillRandom(void* data, ElemType type, std::size_t count, std::
 // without paying to write back dirty lines another kernel left (as after a memset).
 cudaError_t LaunchReadAll(void* data, std::size_t bytes, cudaStream_t stream);
 
-// Asks the L2 to fetch `bytes` of `data` (16-byte aligned) from device memory and returns as soon
-// as the requests are issued: `blocks` one-warp blocks (one an SM) split the range, since one
-// SM's bulk-copy unit issues only a few hundred GB/s of prefetches. sm_90 and newer; a no-op
-// before. For the next layer's weights, from a stream beside the pass (DeviceState::RunSteps).
-cudaError_t LaunchL2Prefetch(const void* data, std::size_t bytes, int blocks, cudaStream_t stream);
-
 // out[r, c] = act(in[r, c] + bias[c] + residual[r, c]), math in fp32. `bias` and `residual`
 // may be null; `in` may equal `out`. All tensors (bias too) have element type `type`.
 cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residual, void* out,

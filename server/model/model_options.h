@@ -45,9 +45,6 @@ struct ModelOptions {
   // Hopper and newer: the executor's own kernels (LayerNorm, attention) are launched to start
   // while the kernel before them drains (programmatic dependent launch).
   bool programmatic_launch = true;
-  // Hopper and newer: when a GEMM starts, the next GEMM's weights are fetched into the L2 from
-  // a stream beside the pass (a branch of the captured graph), so that GEMM finds them there.
-  bool l2_prefetch = false;
   // GPU path, row plans with graphs: small buckets copy their rows in and out inside the
   // bucket's graph, so a request is one launch (gpu/bucket_graphs.h, StagedGraphs).
   bool copies_in_graph = true;

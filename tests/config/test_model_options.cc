@@ -39,7 +39,6 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"algo_cache_file", "cache/../algos.txt"},
                                         {"cuda_graphs", "false"},
                                         {"programmatic_launch", "false"},
-                                        {"l2_prefetch", "true"},
                                         {"run_on_receiving_thread", "false"},
                                         {"worker_poll_microseconds", "250"},
                                         {"execution_path", "torchscript"},
@@ -61,7 +60,6 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
   EXPECT_FALSE(options->cuda_graphs);
   EXPECT_FALSE(options->programmatic_launch);
-  EXPECT_TRUE(options->l2_prefetch);
   EXPECT_FALSE(options->run_on_receiving_thread);
   EXPECT_EQ(options->worker_poll_us, 250u);
   EXPECT_EQ(options->execution_path, PathChoice::kTorchScript);

@@ -370,52 +370,12 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
   std::filesystem::remove(cache);
 }
 
-// Loads `plan` twice, with the boolean option `key` true and false, through graphs and without
-// them, and expects bit-equal outputs at odd and full batches. Both loads read their kernel
-// choices from one cache file, so that they run the same kernels. `off_note`, when given, is
-// what the load's description says with the option off, and only then.
-void ExpectOptionChangesNoResult(std::shared_ptr<const plan::Plan> plan,
-                                 const std::map<std::string, std::string>& kernels,
-                                 const std::string& key, const std::string& off_note,
-                                 const std::string& on_note) {
-  const std::filesystem::path cache = std::filesystem::temp_directory_path() /
-                                      ("ltserve_algo_cache_" + std::to_string(Rng()()));
-  for (const bool graphs : {true, false}) {
-    std::unique_ptr<ExecutorInstance> instances[2];
-    for (int on = 0; on < 2; ++on) {
-      ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
-      std::map<std::string, std::string> parameters = kernels;
-      parameters["precision"] = "bf16";
-      parameters["cuda_graphs"] = graphs ? "true" : "false";
-      parameters[key] = on == 1 ? "true" : "false";
-      spec.options = testing::Options(parameters);
-      spec.options.algo_cache_file = cache.string();
-      auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
-      ASSERT_TRUE(factory.ok()) << factory.status().ToString();
-      const std::string described = factory.value()->Describe();
-      if (!off_note.empty()) EXPECT_EQ(described.find(off_note) != std::string::npos, on == 0);
-      if (!on_note.empty()) EXPECT_EQ(described.find(on_note) != std::string::npos, on == 1);
-      auto instance = factory.value()->CreateInstance(0);
-      ASSERT_TRUE(instance.ok()) << instance.status().ToString();
-      instances[on] = std::move(instance).value();
-    }
-    for (std::int64_t rows : {1, 2, 7, 127, kMaxBatch}) {
-      const std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
-      const auto on = RunPoisoned(*instances[1], *plan, input, rows, DataType::kFp32);
-      const auto off = RunPoisoned(*instances[0], *plan, input, rows, DataType::kFp32);
-      ASSERT_EQ(on.size(), off.size());
-      EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(float)), 0)
-          << key << ", rows " << rows << (graphs ? " with graphs" : " without graphs");
-    }
-  }
-  std::filesystem::remove(cache);
-}
-
-// Programmatic dependent launch only moves when a kernel may start: every plan gives bit for
-// bit what ordinary launches give (LayerNorm and the conversions in the zoo, the small-batch
-// and the split-K kernels chained layer after layer, whose weight loads start before the layer
-// before has finished, the layer-chain kernel, whose first ones do, and the GEMM + LayerNorm
-// kernel).
+// Programmatic dependent launch only moves when a kernel may start: every plan, through its
+// graphs and without them, gives bit for bit what ordinary launches give (LayerNorm and the
+// conversions in the zoo, the small-batch and the split-K kernels chained layer after layer,
+// whose weight loads start before the layer before has finished, and the layer-chain kernel,
+// whose first ones do). Both factories read their
+// kernel choices from one cache file, so that they run the same kernels.
 TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   SKIP_WITHOUT_GPU();
   const std::pair<std::shared_ptr<const plan::Plan>, std::map<std::string, std::string>> cases[] = {
@@ -425,24 +385,36 @@ TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
       {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"layer_chain_kernel", "always"}}},
       {GemmLayerNormPlan(), {{"gemm_layernorm_kernel", "always"}}}};
   for (const auto& [plan, kernels] : cases) {
-    ExpectOptionChangesNoResult(plan, kernels, "programmatic_launch", "programmatic launch off", "");
-  }
-}
-
-// The L2 prefetch of the next GEMM's weights runs on a stream of its own (a branch of the
-// graph) and only moves bytes into the cache: every plan gives the bits it gives without it,
-// whichever kernel runs the GEMMs (cuBLASLt, the split-K kernel, a layer chain covering
-// several GEMMs, the GEMM + LayerNorm kernel covering a LayerNorm step).
-TEST(GpuExecutor, L2PrefetchChangesNoResult) {
-  SKIP_WITHOUT_GPU();
-  const std::pair<std::shared_ptr<const plan::Plan>, std::map<std::string, std::string>> cases[] = {
-      {ZooPlan(), {}},
-      {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"skinny_gemm_kernel", "always"}}},
-      {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"layer_chain_kernel", "always"}}},
-      {GemmLayerNormPlan(), {{"gemm_layernorm_kernel", "always"}}}};
-  for (const auto& [plan, kernels] : cases) {
-    ExpectOptionChangesNoResult(plan, kernels, "l2_prefetch", "",
-                                "next weights prefetched into the L2");
+    const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                        ("ltserve_algo_cache_" + std::to_string(Rng()()));
+    for (const bool graphs : {true, false}) {
+      std::unique_ptr<ExecutorInstance> instances[2];
+      for (int on = 0; on < 2; ++on) {
+        ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+        std::map<std::string, std::string> parameters = kernels;
+        parameters["precision"] = "bf16";
+        parameters["cuda_graphs"] = graphs ? "true" : "false";
+        parameters["programmatic_launch"] = on == 1 ? "true" : "false";
+        spec.options = testing::Options(parameters);
+        spec.options.algo_cache_file = cache.string();
+        auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+        ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+        EXPECT_EQ(factory.value()->Describe().find("programmatic launch off") != std::string::npos,
+                  on == 0);
+        auto instance = factory.value()->CreateInstance(0);
+        ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+        instances[on] = std::move(instance).value();
+      }
+      for (std::int64_t rows : {1, 2, 7, 127, kMaxBatch}) {
+        const std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+        const auto on = RunPoisoned(*instances[1], *plan, input, rows, DataType::kFp32);
+        const auto off = RunPoisoned(*instances[0], *plan, input, rows, DataType::kFp32);
+        ASSERT_EQ(on.size(), off.size());
+        EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(float)), 0)
+            << "rows " << rows << (graphs ? " with graphs" : " without graphs");
+      }
+    }
+    std::filesystem::remove(cache);
   }
 }
 
