@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "attention_table.h"
 #include "bench_timing.h"
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
@@ -461,6 +462,10 @@ int main(int argc, char** argv) {
     // The GEMM + LayerNorm kernel alone: its table, or one launch of each configuration to profile.
     return PrintNormGemmTable(MeasureCopyTBps(), std::string(argv[3]) == "norm-profile");
   }
+  if (argc > 3 && (std::string(argv[3]) == "attention" || std::string(argv[3]) == "attention-profile")) {
+    // The attention kernel's two schedules alone: their table, or one launch each to profile.
+    return PrintAttentionTable(MeasureCopyTBps(), std::string(argv[3]) == "attention-profile");
+  }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
   }
@@ -478,6 +483,7 @@ int main(int argc, char** argv) {
     failures += BenchModel("FFN 4096-16384-4096 GELU(tanh)", dir + "/ffn.pt", max_batch, peak, copy);
     failures += PrintSkinnyGemmTable(copy);
     failures += PrintChainGemmTable(copy, /*profile=*/false);
+    failures += PrintAttentionTable(copy, /*profile=*/false);
     failures += BenchOwnKernelsAndLaunch("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
     failures += BenchCopiesInGraph("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
     return failures == 0 ? 0 : 1;

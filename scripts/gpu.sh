@@ -122,6 +122,21 @@ if [[ ${RUN_NORM_STALLS:-0} == 1 ]]; then
     > "$OUT/ncu_norm_stalls.txt" 2>&1 || status=1
   grep -vE "^==PROF==|^profiled:" "$OUT/ncu_norm_stalls.txt" | tail -70
 fi
+if [[ ${RUN_ATTENTION:-0} == 1 ]]; then
+  # The attention kernel's two schedules alone: the table, then one launch of each per batch
+  # under Nsight Compute (time, DRAM traffic and throughput, warps active).
+  echo "== attention schedules (${SECONDS} s)"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention \
+    > "$OUT/attention.md" 2> "$OUT/attention.log" || status=1
+  cat "$OUT/attention.log" "$OUT/attention.md"
+  ncu --profile-from-start on --clock-control none --print-units base --csv -k regex:Attention \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention-profile \
+    > "$OUT/ncu_attention.csv" 2> "$OUT/ncu_attention.log" || status=1
+  grep -E "gpu__time|dram__|sm__warps" "$OUT/ncu_attention.csv" |
+    sed -E 's/"([^"]*)"/\1/g' |
+    awk -F, '{print $1, ($0 ~ /PersistentKernel/ ? "persistent" : "item-a-block"), $(NF-2), $NF}' | tail -40
+fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \

@@ -1,0 +1,163 @@
+// The tensor-core attention kernel (server/gpu/attention.h) launched directly, in both
+// schedules: batches of many short sequences and a few long ones, so that the persistent
+// schedule's blocks each walk many work items (its cross-item copies are what is new), against
+// a double-precision reference of softmax(q·kᵀ/√d)·v per sequence and head, into poisoned
+// outputs with a guard band; the two schedules bit-equal; what the launcher refuses.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/attention.h"
+#include "reference.h"
+#include "sixteen_bit.h"
+#include "test_support.h"
+
+namespace ltserve {
+namespace {
+
+using gpu::AttentionSchedule;
+using gpu::ElemType;
+using testing::DeviceHalves;
+using testing::FromBits;
+using testing::kGuard;
+using testing::kPoison;
+
+// ‖out − ref‖ / ‖ref‖ bounds: P is rounded to the 16-bit type before P·V (as FlashAttention
+// does), the output once more; measured errors are ~2–4e-3 (bf16) and ~2e-4 (fp16).
+constexpr double kTolBf16 = 1e-2;
+constexpr double kTolFp16 = 2e-3;
+
+struct Case {
+  std::int64_t heads, head_dim;
+  ElemType type;
+};
+
+// Lengths: 500 short sequences (1–40 tokens: one item each, more items than a persistent grid
+// has blocks per head), then sequences across the 64-query items and the 64- and 32-key tiles.
+std::vector<std::int32_t> Lengths() {
+  std::mt19937 rng(testing::Rng()());
+  std::uniform_int_distribution<std::int32_t> short_length(1, 40);
+  std::vector<std::int32_t> lengths;
+  for (int i = 0; i < 500; ++i) lengths.push_back(short_length(rng));
+  for (const std::int32_t l : {63, 64, 65, 127, 129, 200, 300}) lengths.push_back(l);
+  std::shuffle(lengths.begin(), lengths.end(), rng);
+  return lengths;
+}
+
+// The work-item buffer as AttentionBatch::Upload lays it out (attention.h).
+std::vector<std::int32_t> WorkItems(const std::vector<std::int32_t>& lengths, std::int64_t capacity) {
+  std::vector<std::int32_t> buffer(static_cast<std::size_t>(gpu::AttentionBatchInts(capacity)), 0);
+  std::int32_t items = 0;
+  std::int32_t begin = 0;
+  for (const std::int32_t length : lengths) {
+    for (std::int32_t first = 0; first < length; first += gpu::kAttentionQueriesPerItem) {
+      buffer[1 + gpu::kAttentionItemInts * items] = begin;
+      buffer[2 + gpu::kAttentionItemInts * items] = length;
+      buffer[3 + gpu::kAttentionItemInts * items] = first;
+      ++items;
+    }
+    begin += length;
+  }
+  buffer[0] = items;
+  return buffer;
+}
+
+class AttentionScheduleTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionScheduleTest, BothSchedulesMatchTheReferenceAndEachOther) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  const std::string precision = c.type == ElemType::kBf16 ? "bf16" : "fp16";
+  const std::vector<std::int32_t> lengths = Lengths();
+  std::int64_t tokens = 0;
+  for (const std::int32_t l : lengths) tokens += l;
+  const std::int64_t width = c.heads * c.head_dim;
+
+  // Inputs of scale 3 give scores of standard deviation ~3, so the running max moves between
+  // tiles; rounded to the storage type first, as the kernel reads them.
+  std::vector<float> qkv = testing::Random(static_cast<std::size_t>(tokens * 3 * width), 3.0f);
+  for (float& v : qkv) v = testing::RoundTo(v, precision);
+  testing::Builder b;
+  const auto in = b.Value(3 * width);
+  b.plan->SetInput(in, plan::InputKind::kTokens);
+  b.plan->SetOutput(b.Attention(in, c.heads));
+  ASSERT_TRUE(b.plan->Validate().ok());
+  const std::vector<double> reference = testing::ReferenceForward(
+      *b.plan, qkv, tokens, [&](float v) { return testing::RoundTo(v, precision); }, lengths);
+
+  DeviceHalves input(qkv.size());
+  input.Upload(testing::RoundToBits(qkv, c.type));
+  const std::vector<std::int32_t> items = WorkItems(lengths, tokens);
+  std::int32_t* work = nullptr;
+  ASSERT_EQ(cudaMalloc(&work, items.size() * sizeof(std::int32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(work, items.data(), items.size() * sizeof(std::int32_t),
+                       cudaMemcpyHostToDevice), cudaSuccess);
+
+  std::vector<std::uint16_t> outputs[2];
+  const AttentionSchedule schedules[] = {AttentionSchedule::kPersistent,
+                                         AttentionSchedule::kItemPerBlock};
+  for (int which = 0; which < 2; ++which) {
+    DeviceHalves out(static_cast<std::size_t>(tokens * width) + kGuard);
+    out.Poison();
+    ASSERT_EQ(gpu::LaunchAttention(input.data(), out.data(), work, tokens, tokens, c.heads,
+                                   c.head_dim, c.type, schedules[which], /*programmatic=*/false,
+                                   nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    outputs[which] = out.Download();
+  }
+  cudaFree(work);
+
+  std::vector<float> values(reference.size());
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = FromBits(outputs[0][i], c.type);
+  const double error = testing::RelativeError(values, reference);
+  std::printf("%s %ldx%ld, %zu sequences, %ld tokens, %d items a head: relative error %.3g\n",
+              precision.c_str(), static_cast<long>(c.heads), static_cast<long>(c.head_dim),
+              lengths.size(), static_cast<long>(tokens), items[0], error);
+  EXPECT_LE(error, c.type == ElemType::kBf16 ? kTolBf16 : kTolFp16);
+  for (std::size_t i = reference.size(); i < outputs[0].size(); ++i) {
+    ASSERT_EQ(outputs[0][i], kPoison) << "wrote past the output, at element " << i;
+  }
+  // The same per-tile arithmetic in the same order: the same bits, guard band included.
+  EXPECT_TRUE(outputs[0] == outputs[1]) << "the schedules differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, AttentionScheduleTest,
+    // BERT-base's 12 × 64 (4 blocks an SM), the wide heads' 32-key tiles (80 keeps 64), and
+    // narrow heads with few heads (many blocks a head).
+    ::testing::Values(Case{12, 64, ElemType::kBf16}, Case{3, 64, ElemType::kFp16},
+                      Case{2, 128, ElemType::kFp16}, Case{3, 96, ElemType::kBf16},
+                      Case{2, 80, ElemType::kFp16}, Case{4, 32, ElemType::kBf16},
+                      Case{1, 16, ElemType::kBf16}),
+    [](const auto& info) {
+      return std::to_string(info.param.heads) + "x" + std::to_string(info.param.head_dim) +
+             (info.param.type == ElemType::kBf16 ? "_bf16" : "_fp16");
+    });
+
+TEST(AttentionSchedule, LauncherRefusesWhatItCannotRun) {
+  SKIP_WITHOUT_GPU();
+  for (const AttentionSchedule schedule :
+       {AttentionSchedule::kPersistent, AttentionSchedule::kItemPerBlock}) {
+    // A bucket past the work buffer's capacity; a head wider than the kernel holds.
+    EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 65, 12, 64, ElemType::kBf16,
+                                   schedule, false, nullptr),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 64, 1, 160, ElemType::kBf16,
+                                   schedule, false, nullptr),
+              cudaErrorInvalidValue);
+    // An empty bucket launches nothing.
+    EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 0, 12, 64, ElemType::kBf16,
+                                   schedule, false, nullptr),
+              cudaSuccess);
+  }
+}
+
+}  // namespace
+}  // namespace ltserve
