@@ -540,6 +540,12 @@ cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch,
   int per_sm = 0;
   cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kShared));
+  // The most shared memory an SM can give, so that as many blocks are resident as the
+  // occupancy query below counts on (it assumes the largest carveout).
+  if (status == cudaSuccess) {
+    status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared);
+  }
   if (status == cudaSuccess) status = cudaGetDevice(&device);
   if (status == cudaSuccess) {
     status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
