@@ -21,7 +21,7 @@ using namespace ltserve::gpu;
 constexpr std::int64_t kHeads = 12;
 constexpr std::int64_t kHeadDim = 64;
 constexpr std::int64_t kWidth = kHeads * kHeadDim;
-// Launches a timed round holds, and rounds (schedules alternating) whose median is reported.
+// Launches a timed round holds, and rounds whose median is reported.
 constexpr int kLaunches = 50;
 constexpr int kRounds = 7;
 
@@ -94,16 +94,13 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
   }
   cudaEvent_t start = start_event.value().get();
   cudaEvent_t stop = stop_event.value().get();
-  const AttentionSchedule schedules[] = {AttentionSchedule::kItemPerBlock,
-                                         AttentionSchedule::kPersistent};
   if (!profile) {
     std::printf("\nAttention alone, BERT-base heads (12 × 64), bf16, back to back on one stream "
-                "(median of %d rounds of %d launches, schedules alternating); floor = q, k, v "
-                "read once and the output written once at %.2f TB/s.\n\n",
+                "(median of %d rounds of %d launches); floor = q, k, v read once and the output "
+                "written once at %.2f TB/s.\n\n",
                 kRounds, kLaunches, copy_tbps);
-    std::printf("| sequences | tokens | floor µs | item a block µs | persistent µs | "
-                "persistent / item a block | persistent / floor |\n"
-                "|---|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| sequences | tokens | floor µs | attention µs | attention / floor |\n"
+                "|---|---:|---:|---:|---:|\n");
   }
   for (const Batch& b : batches) {
     std::int64_t tokens = 0;
@@ -112,41 +109,32 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
     cudaError_t e = cudaMemcpyAsync(work.value().data(), items.data(),
                                     items.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, s);
     if (e != cudaSuccess) return Fail("work items", e);
-    auto launch = [&](AttentionSchedule schedule) {
+    auto launch = [&] {
       return LaunchAttention(qkv.value().data(), out.value().data(),
                              reinterpret_cast<const std::int32_t*>(work.value().data()), capacity,
-                             tokens, kHeads, kHeadDim, ElemType::kBf16, schedule,
-                             /*programmatic=*/false, s);
+                             tokens, kHeads, kHeadDim, ElemType::kBf16, /*programmatic=*/false, s);
     };
     if (profile) {
-      for (const AttentionSchedule schedule : schedules) {
-        if ((e = launch(schedule)) != cudaSuccess) return Fail(b.name, e);
-      }
+      if ((e = launch()) != cudaSuccess) return Fail(b.name, e);
       continue;
     }
-    std::vector<float> rounds[2];
+    std::vector<float> rounds;
     for (int r = 0; r < kRounds + 1; ++r) {  // the first round warms up
-      for (int which = 0; which < 2; ++which) {
-        cudaEventRecord(start, s);
-        for (int i = 0; i < kLaunches; ++i) {
-          if ((e = launch(schedules[which])) != cudaSuccess) return Fail(b.name, e);
-        }
-        cudaEventRecord(stop, s);
-        if ((e = cudaEventSynchronize(stop)) != cudaSuccess) return Fail(b.name, e);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, start, stop);
-        if (r > 0) rounds[which].push_back(1000.f * ms / kLaunches);
+      cudaEventRecord(start, s);
+      for (int i = 0; i < kLaunches; ++i) {
+        if ((e = launch()) != cudaSuccess) return Fail(b.name, e);
       }
+      cudaEventRecord(stop, s);
+      if ((e = cudaEventSynchronize(stop)) != cudaSuccess) return Fail(b.name, e);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (r > 0) rounds.push_back(1000.f * ms / kLaunches);
     }
-    float median[2];
-    for (int which = 0; which < 2; ++which) {
-      std::sort(rounds[which].begin(), rounds[which].end());
-      median[which] = rounds[which][rounds[which].size() / 2];
-    }
+    std::sort(rounds.begin(), rounds.end());
+    const float median = rounds[rounds.size() / 2];
     const double floor_us = 4.0 * static_cast<double>(tokens) * kWidth * 2 / (copy_tbps * 1e6);
-    std::printf("| %s | %ld | %.1f | %.1f | %.1f | %.3f | %.2f |\n", b.name.c_str(),
-                static_cast<long>(tokens), floor_us, median[0], median[1], median[1] / median[0],
-                median[1] / floor_us);
+    std::printf("| %s | %ld | %.1f | %.1f | %.2f |\n", b.name.c_str(),
+                static_cast<long>(tokens), floor_us, median, median / floor_us);
     std::fflush(stdout);
   }
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return Fail("sync", e);

@@ -463,7 +463,7 @@ int main(int argc, char** argv) {
     return PrintNormGemmTable(MeasureCopyTBps(), std::string(argv[3]) == "norm-profile");
   }
   if (argc > 3 && (std::string(argv[3]) == "attention" || std::string(argv[3]) == "attention-profile")) {
-    // The attention kernel's two schedules alone: their table, or one launch each to profile.
+    // The attention kernel alone: its table, or one launch per batch to profile.
     return PrintAttentionTable(MeasureCopyTBps(), std::string(argv[3]) == "attention-profile");
   }
   if (argc > 3 && std::string(argv[3]) == "idle") {

@@ -123,20 +123,18 @@ if [[ ${RUN_NORM_STALLS:-0} == 1 ]]; then
   grep -vE "^==PROF==|^profiled:" "$OUT/ncu_norm_stalls.txt" | tail -70
 fi
 if [[ ${RUN_ATTENTION:-0} == 1 ]]; then
-  # The attention kernel's two schedules alone: the table, then one launch of each per batch
-  # under Nsight Compute (time, DRAM traffic and throughput, warps active).
-  echo "== attention schedules (${SECONDS} s)"
+  # The attention kernel alone: its table against the bytes' floor, then one launch per batch
+  # under Nsight Compute (time, DRAM traffic and throughput, warps active and what limits
+  # them, local-memory loads, tensor and special-function pipe use).
+  echo "== attention kernel (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention \
     > "$OUT/attention.md" 2> "$OUT/attention.log" || status=1
   cat "$OUT/attention.log" "$OUT/attention.md"
-  ncu --profile-from-start on --clock-control none --print-units base --csv \
-    -k regex:'PersistentKernel|ItemPerBlockKernel' \
+  ncu --profile-from-start on --clock-control none --print-units base --csv -k regex:AttentionKernel \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__grid_size,l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
     ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention-profile \
     > "$OUT/ncu_attention.csv" 2> "$OUT/ncu_attention.log" || status=1
-  grep -E "gpu__time|dram__|sm__|launch__|l1tex__" "$OUT/ncu_attention.csv" |
-    sed -E 's/"([^"]*)"/\1/g' |
-    awk -F, '{print $1, ($0 ~ /PersistentKernel/ ? "persistent" : "item-a-block"), $(NF-2), $NF}' | tail -110
+  python3 bench/profile/ncu_metrics.py "$OUT/ncu_attention.csv"
 fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"

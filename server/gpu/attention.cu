@@ -1,7 +1,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -165,141 +164,28 @@ __device__ __forceinline__ void LoadTilesTransposed(std::uint32_t (&r)[4], const
                : "r"(address));
 }
 
-// Keys per tile: 64, or 32 for wide heads, so that two stages of K and V (and the persistent
-// kernel's two stages of queries) stay small enough for several blocks an SM.
-template <int kHeadDim>
-constexpr int kKeysPerTile = kHeadDim <= 80 ? 64 : 32;
-template <int kHeadDim>
-constexpr int kRowStride = kHeadDim + kPad;
-
-// One warp's 16 query rows (`q`, as A fragments) against one tile of keys and values in shared
-// memory (`k_tile`, `v_tile`: row-major, keys from `key0`), folded into the warp's running max
-// `m`, sum `l` and output accumulators `o`. Both schedules below run exactly this per tile, so
-// they give the same bits.
-template <typename T, int kHeadDim>
-__device__ __forceinline__ void AttendTile(const std::uint32_t (&q)[kHeadDim / 16][4],
-                                           const std::uint16_t (*k_tile)[kRowStride<kHeadDim>],
-                                           const std::uint16_t (*v_tile)[kRowStride<kHeadDim>],
-                                           int key0, int length, float scale_log2,
-                                           float (&o)[kHeadDim / 8][4], float (&m)[2],
-                                           float (&l)[2]) {
-  constexpr int kKeys = kKeysPerTile<kHeadDim>;
-  constexpr int kChunks = kHeadDim / 16;   // k steps of q·kᵀ
-  constexpr int kDimTiles = kHeadDim / 8;  // n tiles of P·V (even: kHeadDim % 16 == 0)
-  constexpr int kKeyTiles = kKeys / 8;     // n tiles of q·kᵀ
-  const int lane = threadIdx.x % kWarp;
-  const int t = lane % 4;  // the thread's column pair within its mma fragment row
-  // ldmatrix: the row this lane addresses within its 8×8 tile, and which tile.
-  const int tile_row = lane % 8;
-  const int tile = lane / 8;
-
-  float s[kKeyTiles][4];
-#pragma unroll
-  for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-    for (int n = 0; n < kKeyTiles; n += 2) {
-      // Tiles: keys of n (dims lo, hi), then keys of n + 1 (lo, hi).
-      std::uint32_t b[4];
-      LoadTiles(b, &k_tile[(n + tile / 2) * 8 + tile_row][c * 16 + (tile % 2) * 8]);
-      Mma<T>::Run(s[n], q[c], b[0], b[1]);
-      Mma<T>::Run(s[n + 1], q[c], b[2], b[3]);
-    }
-  }
-  float tile_max[2] = {m[0], m[1]};
-#pragma unroll
-  for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = key0 + n * 8 + 2 * t + (e & 1);
-      s[n][e] = key < length ? s[n][e] * scale_log2 : -INFINITY;
-      tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
-    }
-  }
-  float correction[2];
-  float tile_sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 1));
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 2));
-    // The tile holds key0 < length, so the max is finite and exp2(-inf) gives 0 on entry.
-    correction[r] = exp2f(m[r] - tile_max[r]);
-    m[r] = tile_max[r];
-  }
-#pragma unroll
-  for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[n][e] = exp2f(s[n][e] - m[e / 2]);
-      tile_sum[e / 2] += s[n][e];
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 1);
-    tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 2);
-    l[r] = l[r] * correction[r] + tile_sum[r];
-  }
-#pragma unroll
-  for (int n = 0; n < kDimTiles; ++n) {
-    o[n][0] *= correction[0];
-    o[n][1] *= correction[0];
-    o[n][2] *= correction[1];
-    o[n][3] *= correction[1];
-  }
-  // P·V, 16 keys a step: S's accumulators of key tiles 2k, 2k+1 are P's A fragment.
-#pragma unroll
-  for (int k = 0; k < kKeys / 16; ++k) {
-    const std::uint32_t p[4] = {Mma<T>::Pack(s[2 * k][0], s[2 * k][1]),
-                                Mma<T>::Pack(s[2 * k][2], s[2 * k][3]),
-                                Mma<T>::Pack(s[2 * k + 1][0], s[2 * k + 1][1]),
-                                Mma<T>::Pack(s[2 * k + 1][2], s[2 * k + 1][3])};
-#pragma unroll
-    for (int n = 0; n < kDimTiles; n += 2) {
-      // Tiles: dims of n (keys lo, hi), then dims of n + 1 (keys lo, hi), transposed.
-      std::uint32_t b[4];
-      LoadTilesTransposed(b, &v_tile[k * 16 + (tile % 2) * 8 + tile_row][(n + tile / 2) * 8]);
-      Mma<T>::Run(o[n], p, b[0], b[1]);
-      Mma<T>::Run(o[n + 1], p, b[2], b[3]);
-    }
-  }
-}
-
-// The warp's finished rows (those before `length`), normalised by their sums, to `out_rows`
-// (the row of query q0 at this head).
-template <typename T, int kHeadDim>
-__device__ __forceinline__ void StoreRows(std::uint16_t* out_rows, std::int64_t width, int q0,
-                                          int length, const float (&o)[kHeadDim / 8][4],
-                                          const float (&l)[2]) {
-  const int lane = threadIdx.x % kWarp;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = lane / 4 + 8 * r;
-    if (q0 + row >= length) continue;
-    const float inv = 1.f / l[r];
-    std::uint16_t* out_row = out_rows + row * width + 2 * (lane % 4);
-#pragma unroll
-    for (int n = 0; n < kHeadDim / 8; ++n) {
-      *reinterpret_cast<std::uint32_t*>(out_row + n * 8) =
-          Mma<T>::Pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-    }
-  }
-}
-
-// Schedule 1, one work item a block: as many blocks as the bucket could have items, each
-// loading its item's first tile only once it starts, so every item begins with a full memory
-// round trip that only other resident blocks can hide.
+// One block per work item and head, as many blocks as the bucket could have items. A
+// persistent schedule (only resident blocks, each copying its next item's queries and first
+// keys while it computes the current item's last tile) measured 1.03–1.27× slower
+// (bench/RESULTS.md, 2026-12-03): under Nsight Compute both kernels run at ~23 % warps active,
+// held to 4 blocks an SM by registers and shared memory alike, with the tensor pipe ~21 % and
+// DRAM ~37 % busy at 128 sequences. So the first tile's round trip, which that schedule hid,
+// is not what bounds this kernel; the serial chain in a warp's tile (mma, row max and sum by
+// shuffles, exp2, mma) with only 4 warps a scheduler to cover it is.
 // Up to head_dim 64, registers are capped for 4 blocks (16 warps) an SM: at 140 free-running
 // registers only 3 fit, and a kernel this latency-bound needs the warps more.
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
-    ItemPerBlockKernel(const T* qkv, T* out, const std::int32_t* batch, int num_heads,
-                       float scale_log2) {
-  constexpr int kKeys = kKeysPerTile<kHeadDim>;
-  constexpr int kChunks = kHeadDim / 16;
+    AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, int num_heads,
+                    float scale_log2) {
+  // Keys per tile: 64, or 32 for wide heads, so two stages of K and V fit 48 KB of static
+  // shared memory.
+  constexpr int kKeys = kHeadDim <= 80 ? 64 : 32;
+  constexpr int kChunks = kHeadDim / 16;   // k steps of q·kᵀ
+  constexpr int kDimTiles = kHeadDim / 8;  // n tiles of P·V (even: kHeadDim % 16 == 0)
+  constexpr int kKeyTiles = kKeys / 8;     // n tiles of q·kᵀ
   constexpr int kRowVecs = kHeadDim / kVec;
-  constexpr int kStride = kRowStride<kHeadDim>;
+  constexpr int kStride = kHeadDim + kPad;
   // Two stages: the copy of tile i + 1 runs while the warps compute on tile i.
   __shared__ __align__(16) std::uint16_t k_s[2][kKeys][kStride];
   __shared__ __align__(16) std::uint16_t v_s[2][kKeys][kStride];
@@ -316,6 +202,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   const int lane = threadIdx.x % kWarp;
   const int g = lane / 4;  // mma fragment row group
   const int t = lane % 4;  // and the thread's column pair within it
+  // ldmatrix: the row this lane addresses within its 8×8 tile, and which tile.
+  const int tile_row = lane % 8;
+  const int tile = lane / 8;
 
   // The first item is read alongside the item count rather than after it: the grid has at
   // most max_tokens blocks, so its slot lies inside the buffer whether or not it is in use.
@@ -363,7 +252,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
       q[c][2] = row0 < length ? Load32(q_row0 + c * 16 + 8) : 0u;
       q[c][3] = row1 < length ? Load32(q_row1 + c * 16 + 8) : 0u;
     }
-    float o[kHeadDim / 8][4] = {};
+    float o[kDimTiles][4];
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY};  // running max of rows g and g + 8 (log2 domain)
     float l[2] = {0.f, 0.f};              // running sums, complete across the row's 4 lanes
 
@@ -376,138 +267,94 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
       }
       __syncthreads();  // every thread's copies of this tile are visible
       if (warp_active) {
-        AttendTile<T, kHeadDim>(q, k_s[stage], v_s[stage], key0, length, scale_log2, o, m, l);
+        float s[kKeyTiles][4];
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+          for (int n = 0; n < kKeyTiles; n += 2) {
+            // Tiles: keys of n (dims lo, hi), then keys of n + 1 (lo, hi).
+            std::uint32_t b[4];
+            LoadTiles(b, &k_s[stage][(n + tile / 2) * 8 + tile_row][c * 16 + (tile % 2) * 8]);
+            Mma<T>::Run(s[n], q[c], b[0], b[1]);
+            Mma<T>::Run(s[n + 1], q[c], b[2], b[3]);
+          }
+        }
+        float tile_max[2] = {m[0], m[1]};
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = key0 + n * 8 + 2 * t + (e & 1);
+            s[n][e] = key < length ? s[n][e] * scale_log2 : -INFINITY;
+            tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
+          }
+        }
+        float correction[2];
+        float tile_sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 1));
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 2));
+          // The tile holds key0 < length, so the max is finite and exp2(-inf) gives 0 on entry.
+          correction[r] = exp2f(m[r] - tile_max[r]);
+          m[r] = tile_max[r];
+        }
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[n][e] = exp2f(s[n][e] - m[e / 2]);
+            tile_sum[e / 2] += s[n][e];
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 1);
+          tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 2);
+          l[r] = l[r] * correction[r] + tile_sum[r];
+        }
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n) {
+          o[n][0] *= correction[0];
+          o[n][1] *= correction[0];
+          o[n][2] *= correction[1];
+          o[n][3] *= correction[1];
+        }
+        // P·V, 16 keys a step: S's accumulators of key tiles 2k, 2k+1 are P's A fragment.
+#pragma unroll
+        for (int k = 0; k < kKeys / 16; ++k) {
+          const std::uint32_t p[4] = {Mma<T>::Pack(s[2 * k][0], s[2 * k][1]),
+                                      Mma<T>::Pack(s[2 * k][2], s[2 * k][3]),
+                                      Mma<T>::Pack(s[2 * k + 1][0], s[2 * k + 1][1]),
+                                      Mma<T>::Pack(s[2 * k + 1][2], s[2 * k + 1][3])};
+#pragma unroll
+          for (int n = 0; n < kDimTiles; n += 2) {
+            // Tiles: dims of n (keys lo, hi), then dims of n + 1 (keys lo, hi), transposed.
+            std::uint32_t b[4];
+            LoadTilesTransposed(
+                b, &v_s[stage][k * 16 + (tile % 2) * 8 + tile_row][(n + tile / 2) * 8]);
+            Mma<T>::Run(o[n], p, b[0], b[1]);
+            Mma<T>::Run(o[n + 1], p, b[2], b[3]);
+          }
+        }
       }
       __syncthreads();  // done with this stage before the next iteration's copy overwrites it
     }
-    if (warp_active) StoreRows<T, kHeadDim>(dst + (begin + q0) * width + head, width, q0, length, o, l);
-  }
-}
-
-// Schedule 2, persistent: only as many blocks as fit on the GPU at once, each walking its
-// items' tiles as one stream (item after item) with the next tile, and at an item's last tile
-// the next item's queries and first keys, copied while this tile computes. So after its first
-// tile no block waits on a cold round trip, which is where the item-a-block schedule spent
-// half its time at 128 sequences (38 % of DRAM bandwidth, 23 % occupancy under ncu).
-// Queries come through shared memory too (two stages of them, since an item of one tile
-// already copies the next item's queries while its own are read), which takes dynamic shared
-// memory: 54 KB a block at head_dim 64.
-template <int kHeadDim>
-constexpr std::size_t PersistentSharedBytes() {
-  return static_cast<std::size_t>(4 * kKeysPerTile<kHeadDim> + 2 * kAttentionQueriesPerItem) *
-         kRowStride<kHeadDim> * sizeof(std::uint16_t);
-}
-
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
-    PersistentKernel(const T* qkv, T* out, const std::int32_t* batch, int num_heads,
-                     float scale_log2) {
-  constexpr int kKeys = kKeysPerTile<kHeadDim>;
-  constexpr int kChunks = kHeadDim / 16;
-  constexpr int kRowVecs = kHeadDim / kVec;
-  constexpr int kStride = kRowStride<kHeadDim>;
-  constexpr int kQueries = kAttentionQueriesPerItem;
-  using KeyTile = std::uint16_t[kKeys][kStride];
-  using QueryTile = std::uint16_t[kQueries][kStride];
-  extern __shared__ __align__(16) std::uint16_t shared[];
-  KeyTile* k_s = reinterpret_cast<KeyTile*>(shared);  // [2]
-  KeyTile* v_s = k_s + 2;                             // [2]
-  QueryTile* q_s = reinterpret_cast<QueryTile*>(v_s + 2);  // [2]
-  WaitForPriorKernel();
-  AllowDependentLaunch();
-
-  const int items = batch[0];
-  int item = blockIdx.x;
-  if (item >= items) return;
-  const std::int32_t* work = batch + 1;
-  const std::int64_t width = static_cast<std::int64_t>(num_heads) * kHeadDim;
-  const std::int64_t stride = 3 * width;
-  const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kHeadDim;
-  const auto* in = reinterpret_cast<const std::uint16_t*>(qkv) + head;
-  auto* dst = reinterpret_cast<std::uint16_t*>(out);
-  const int warp = threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  const int step = static_cast<int>(gridDim.x);
-  auto describe = [&](int i) {
-    const std::int32_t* w = work + kAttentionItemInts * i;
-    return make_int3(w[0], w[1], w[2]);
-  };
-  // Copies keys and values [key0, key0 + kKeys) of item `d` into `stage`, with the item's
-  // queries too when asked; rows past the sequence are zeros (0·V must not meet NaN garbage,
-  // and zero query rows are never stored).
-  auto load = [&](int3 d, int key0, int stage, bool queries) {
-    const std::uint16_t* rows = in + static_cast<std::int64_t>(d.x) * stride;
-    for (int e = threadIdx.x; e < kKeys * kRowVecs; e += kThreads) {
-      const int j = e / kRowVecs;
-      const int i = (e % kRowVecs) * kVec;
-      const bool valid = key0 + j < d.y;
-      const std::int64_t offset = valid ? (key0 + j) * stride + i : 0;
-      CopyAsync16(&k_s[stage][j][i], rows + width + offset, valid);
-      CopyAsync16(&v_s[stage][j][i], rows + 2 * width + offset, valid);
-    }
-    if (queries) {
-      for (int e = threadIdx.x; e < kQueries * kRowVecs; e += kThreads) {
-        const int j = e / kRowVecs;
-        const int i = (e % kRowVecs) * kVec;
-        const bool valid = d.z + j < d.y;
-        const std::int64_t offset = valid ? (d.z + j) * stride + i : 0;
-        CopyAsync16(&q_s[stage][j][i], rows + offset, valid);
-      }
-    }
-    CommitCopies();
-  };
-
-  int3 current = describe(item);
-  load(current, 0, 0, true);
-  int3 next = item + step < items ? describe(item + step) : make_int3(0, 0, 0);
-  int stage = 0;
-  while (true) {
-    const bool has_next = item + step < items;
-    // Read ahead: the descriptor of the item after next, needed at the next item's last tile.
-    const int3 after = item + 2 * step < items ? describe(item + 2 * step) : make_int3(0, 0, 0);
-    const int length = current.y;
-    const int q0 = current.z + warp * kRows;
-    const bool warp_active = q0 < length;  // block-uniform loop below, warp-uniform compute
-    std::uint32_t q[kChunks][4];
-    float o[kHeadDim / 8][4] = {};
-    float m[2] = {-INFINITY, -INFINITY};
-    float l[2] = {0.f, 0.f};
-    // Every item has at least one key (attention_batch.cc makes items only for tokens), so
-    // this loop runs, and its last tile issues the next item's copy.
-    for (int key0 = 0; key0 < length; key0 += kKeys) {
-      if (key0 + kKeys < length) {
-        load(current, key0 + kKeys, stage ^ 1, false);
-        WaitCopies<1>();
-      } else if (has_next) {
-        load(next, 0, stage ^ 1, true);
-        WaitCopies<1>();
-      } else {
-        WaitCopies<0>();
-      }
-      __syncthreads();  // every thread's copies of this tile are visible
-      if (warp_active) {
-        if (key0 == 0) {
-          // The warp's 16 query rows as A fragments: tiles (rows lo, dims lo), (rows hi, dims
-          // lo), (rows lo, dims hi), (rows hi, dims hi) are a0..a3 of m16n8k16.
+    if (!warp_active) continue;
 #pragma unroll
-          for (int c = 0; c < kChunks; ++c) {
-            LoadTiles(q[c], &q_s[stage][warp * kRows + ((lane / 8) % 2) * 8 + lane % 8]
-                                [c * 16 + (lane / 16) * 8]);
-          }
-        }
-        AttendTile<T, kHeadDim>(q, k_s[stage], v_s[stage], key0, length, scale_log2, o, m, l);
+    for (int r = 0; r < 2; ++r) {
+      const int row = q0 + g + 8 * r;
+      if (row >= length) continue;
+      const float inv = 1.f / l[r];
+      std::uint16_t* out_row = dst + (begin + row) * width + head + 2 * t;
+#pragma unroll
+      for (int n = 0; n < kDimTiles; ++n) {
+        *reinterpret_cast<std::uint32_t*>(out_row + n * 8) =
+            Mma<T>::Pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
       }
-      __syncthreads();  // done with this stage before a later copy overwrites it
-      stage ^= 1;
     }
-    if (warp_active) {
-      StoreRows<T, kHeadDim>(dst + (static_cast<std::int64_t>(current.x) + q0) * width + head,
-                             width, q0, length, o, l);
-    }
-    if (!has_next) break;
-    item += step;
-    current = next;
-    next = after;
   }
 }
 
@@ -522,59 +369,26 @@ unsigned Blocks(std::int64_t bucket_tokens) {
 template <typename T, int kHeadDim>
 cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch,
                    std::int64_t bucket_tokens, int num_heads, float scale_log2,
-                   AttentionSchedule schedule, bool programmatic, cudaStream_t stream) {
-  const auto* in = static_cast<const T*>(qkv);
-  auto* result = static_cast<T*>(out);
-  const unsigned heads = static_cast<unsigned>(num_heads);
-  if (schedule == AttentionSchedule::kItemPerBlock) {
-    return LaunchProgrammatic(programmatic, ItemPerBlockKernel<T, kHeadDim>,
-                              dim3(Blocks(bucket_tokens), heads), dim3(kThreads), stream, in,
-                              result, batch, num_heads, scale_log2);
-  }
-  // Host-side queries only (no stream work), so this is legal inside a graph capture; the
-  // attribute is per function and device, hence set on every launch rather than once.
-  auto* kernel = PersistentKernel<T, kHeadDim>;
-  constexpr std::size_t kShared = PersistentSharedBytes<kHeadDim>();
-  int device = 0;
-  int sms = 0;
-  int per_sm = 0;
-  cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kShared));
-  // The most shared memory an SM can give, so that as many blocks are resident as the
-  // occupancy query below counts on (it assumes the largest carveout).
-  if (status == cudaSuccess) {
-    status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared);
-  }
-  if (status == cudaSuccess) status = cudaGetDevice(&device);
-  if (status == cudaSuccess) {
-    status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  }
-  if (status == cudaSuccess) {
-    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kShared);
-  }
-  if (status != cudaSuccess) return status;
-  // One wave over every head: blocks per head so that all heads' blocks are resident at once.
-  const std::int64_t resident = (static_cast<std::int64_t>(sms) * std::max(per_sm, 1) + num_heads - 1) / num_heads;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(Blocks(bucket_tokens), resident));
-  return LaunchProgrammaticShared(programmatic, kernel, dim3(blocks, heads), dim3(kThreads),
-                                  kShared, stream, in, result, batch, num_heads, scale_log2);
+                   bool programmatic, cudaStream_t stream) {
+  const dim3 grid(Blocks(bucket_tokens), static_cast<unsigned>(num_heads));
+  return LaunchProgrammatic(programmatic, AttentionKernel<T, kHeadDim>, grid, dim3(kThreads),
+                            stream, static_cast<const T*>(qkv), static_cast<T*>(out), batch,
+                            num_heads, scale_log2);
 }
 
 bool Supports(int head_dim) { return head_dim % 16 == 0 && head_dim <= kMaxHeadDim; }
 
 template <typename T>
 cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
-                     std::int64_t bucket_tokens, int num_heads, int head_dim,
-                     AttentionSchedule schedule, bool programmatic, cudaStream_t stream) {
+                     std::int64_t bucket_tokens, int num_heads, int head_dim, bool programmatic,
+                     cudaStream_t stream) {
   // softmax(x·scale) = 2^(x·scale·log2 e) / Σ: the kernel works in the exp2 domain.
   const float scale_log2 =
       static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
   switch (head_dim) {
 #define LTSERVE_ATTENTION_HEAD_DIM(D) \
   case D:                              \
-    return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, schedule, \
-                        programmatic, stream);
+    return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, programmatic, stream);
     LTSERVE_ATTENTION_HEAD_DIM(16)
     LTSERVE_ATTENTION_HEAD_DIM(32)
     LTSERVE_ATTENTION_HEAD_DIM(48)
@@ -608,7 +422,7 @@ cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                            AttentionSchedule schedule, bool programmatic, cudaStream_t stream) {
+                            bool programmatic, cudaStream_t stream) {
   if (head_dim < 1 || head_dim > kAttentionMaxHeadDim || num_heads < 1 || num_heads > 65535) {
     return cudaErrorInvalidValue;
   }
@@ -624,13 +438,13 @@ cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batc
     case ElemType::kFp16:
       if (tensor_core::Supports(dim)) {
         return tensor_core::Dispatch<__half>(qkv, out, batch, bucket_tokens, heads, dim,
-                                             schedule, programmatic, stream);
+                                             programmatic, stream);
       }
       return Attention<__half>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
     case ElemType::kBf16:
       if (tensor_core::Supports(dim)) {
         return tensor_core::Dispatch<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads,
-                                                     dim, schedule, programmatic, stream);
+                                                     dim, programmatic, stream);
       }
       return Attention<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
   }

@@ -39,23 +39,16 @@ constexpr std::int64_t AttentionBatchInts(std::int64_t max_tokens) {
   return 1 + kAttentionItemInts * max_tokens;
 }
 
-// How the tensor-core kernel spreads a batch's work items over blocks (the CUDA-core kernel
-// has one way): a block per item, as many as the bucket could have items, each starting cold;
-// or persistent, only as many blocks as are resident at once, each copying its next item's
-// first tile while it computes the current one's last. attention.cu says more.
-enum class AttentionSchedule { kItemPerBlock, kPersistent };
-
 // out[t, h·head_dim + i] = Σ_j softmax_j(q_t·k_j / √head_dim) · v_j[i] over the keys j of t's
 // sequence, for every token t of the batch described by `batch` (device memory, the layout
 // above). `qkv` is [tokens, 3·num_heads·head_dim] (q | k | v, heads contiguous within each),
 // `out` is [tokens, num_heads·head_dim], both of element type `type`; math in fp32.
 // `bucket_tokens` bounds the tokens of any batch this launch will see (it sizes the grid);
 // cudaErrorInvalidValue when it exceeds the buffer's capacity `max_tokens`. `programmatic`:
-// launched to overlap the kernel before it (programmatic dependent launch, sm_90+ only). Both
-// schedules give the same bits.
+// launched to overlap the kernel before it (programmatic dependent launch, sm_90+ only).
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                            AttentionSchedule schedule, bool programmatic, cudaStream_t stream);
+                            bool programmatic, cudaStream_t stream);
 
 }  // namespace ltserve::gpu

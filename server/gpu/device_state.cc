@@ -305,7 +305,7 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
           attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
-          storage, AttentionSchedule::kPersistent, programmatic_, stream()));
+          storage, programmatic_, stream()));
     } else if (const auto* embed = std::get_if<EmbedStep>(&step)) {
       LTSERVE_RETURN_IF_ERROR(RunEmbed(*embed, bucket));
     } else if (const auto* pool = std::get_if<PoolStep>(&step)) {

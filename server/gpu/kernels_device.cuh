@@ -6,7 +6,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstddef>
 #include <cstdint>
 
 #include "gpu/kernels.h"
@@ -38,16 +37,13 @@ __device__ __forceinline__ void AllowDependentLaunch() {
 
 // Launches `kernel` on `stream`; with `programmatic`, as a programmatic dependent launch
 // (the kernel must begin with WaitForPriorKernel). Inside a stream capture the dependency
-// becomes a programmatic edge of the graph. Returns the launch's error. The Shared form also
-// gives the block `shared_bytes` of dynamic shared memory.
+// becomes a programmatic edge of the graph. Returns the launch's error.
 template <typename... Params, typename... Args>
-cudaError_t LaunchProgrammaticShared(bool programmatic, void (*kernel)(Params...), dim3 grid,
-                                     dim3 block, std::size_t shared_bytes, cudaStream_t stream,
-                                     Args... args) {
+cudaError_t LaunchProgrammatic(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block,
+                               cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
-  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -55,11 +51,6 @@ cudaError_t LaunchProgrammaticShared(bool programmatic, void (*kernel)(Params...
   config.attrs = &attribute;
   config.numAttrs = programmatic ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-}
-template <typename... Params, typename... Args>
-cudaError_t LaunchProgrammatic(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block,
-                               cudaStream_t stream, Args... args) {
-  return LaunchProgrammaticShared(programmatic, kernel, grid, block, 0, stream, args...);
 }
 
 __device__ __forceinline__ float Load(const float* p, std::int64_t i) { return p[i]; }

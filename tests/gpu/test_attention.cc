@@ -1,8 +1,8 @@
-// The tensor-core attention kernel (server/gpu/attention.h) launched directly, in both
-// schedules: batches of many short sequences and a few long ones, so that the persistent
-// schedule's blocks each walk many work items (its cross-item copies are what is new), against
-// a double-precision reference of softmax(q·kᵀ/√d)·v per sequence and head, into poisoned
-// outputs with a guard band; the two schedules bit-equal; what the launcher refuses.
+// The attention kernels (server/gpu/attention.h) launched directly: batches of 500 short
+// sequences and a few long ones, so that each block's grid-stride loop walks several work
+// items and the sequences cross the 64-query items and 64- and 32-key tiles, against a
+// double-precision reference of softmax(q·kᵀ/√d)·v per sequence and head, into poisoned outputs
+// with a guard band; a rerun bit-equal; what the launcher refuses.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -21,7 +21,6 @@
 namespace ltserve {
 namespace {
 
-using gpu::AttentionSchedule;
 using gpu::ElemType;
 using testing::DeviceHalves;
 using testing::FromBits;
@@ -38,8 +37,8 @@ struct Case {
   ElemType type;
 };
 
-// Lengths: 500 short sequences (1–40 tokens: one item each, more items than a persistent grid
-// has blocks per head), then sequences across the 64-query items and the 64- and 32-key tiles.
+// Lengths: 500 short sequences (1–40 tokens, one item each: more items than the grid has
+// blocks a head, so blocks loop), then sequences across the 64-query items and the tiles.
 std::vector<std::int32_t> Lengths() {
   std::mt19937 rng(testing::Rng()());
   std::uniform_int_distribution<std::int32_t> short_length(1, 40);
@@ -68,9 +67,9 @@ std::vector<std::int32_t> WorkItems(const std::vector<std::int32_t>& lengths, st
   return buffer;
 }
 
-class AttentionScheduleTest : public ::testing::TestWithParam<Case> {};
+class AttentionLaunchTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(AttentionScheduleTest, BothSchedulesMatchTheReferenceAndEachOther) {
+TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
   SKIP_WITHOUT_GPU();
   const Case& c = GetParam();
   const std::string precision = c.type == ElemType::kBf16 ? "bf16" : "fp16";
@@ -100,17 +99,14 @@ TEST_P(AttentionScheduleTest, BothSchedulesMatchTheReferenceAndEachOther) {
                        cudaMemcpyHostToDevice), cudaSuccess);
 
   std::vector<std::uint16_t> outputs[2];
-  const AttentionSchedule schedules[] = {AttentionSchedule::kPersistent,
-                                         AttentionSchedule::kItemPerBlock};
-  for (int which = 0; which < 2; ++which) {
+  for (auto& output : outputs) {
     DeviceHalves out(static_cast<std::size_t>(tokens * width) + kGuard);
     out.Poison();
     ASSERT_EQ(gpu::LaunchAttention(input.data(), out.data(), work, tokens, tokens, c.heads,
-                                   c.head_dim, c.type, schedules[which], /*programmatic=*/false,
-                                   nullptr),
+                                   c.head_dim, c.type, /*programmatic=*/false, nullptr),
               cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    outputs[which] = out.Download();
+    output = out.Download();
   }
   cudaFree(work);
 
@@ -124,39 +120,36 @@ TEST_P(AttentionScheduleTest, BothSchedulesMatchTheReferenceAndEachOther) {
   for (std::size_t i = reference.size(); i < outputs[0].size(); ++i) {
     ASSERT_EQ(outputs[0][i], kPoison) << "wrote past the output, at element " << i;
   }
-  // The same per-tile arithmetic in the same order: the same bits, guard band included.
-  EXPECT_TRUE(outputs[0] == outputs[1]) << "the schedules differ";
+  // No block depends on another's timing: the same bits again, guard band included.
+  EXPECT_TRUE(outputs[0] == outputs[1]) << "a rerun differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Gpu, AttentionScheduleTest,
-    // BERT-base's 12 × 64 (4 blocks an SM), the wide heads' 32-key tiles (80 keeps 64), and
-    // narrow heads with few heads (many blocks a head).
+    Gpu, AttentionLaunchTest,
+    // The tensor-core kernel: BERT-base's 12 × 64, the wide heads' 32-key tiles (80 keeps 64),
+    // narrow heads; fp32 and a head_dim off 16 take the CUDA-core kernel.
     ::testing::Values(Case{12, 64, ElemType::kBf16}, Case{3, 64, ElemType::kFp16},
                       Case{2, 128, ElemType::kFp16}, Case{3, 96, ElemType::kBf16},
                       Case{2, 80, ElemType::kFp16}, Case{4, 32, ElemType::kBf16},
-                      Case{1, 16, ElemType::kBf16}),
+                      Case{1, 16, ElemType::kBf16}, Case{2, 72, ElemType::kBf16}),
     [](const auto& info) {
       return std::to_string(info.param.heads) + "x" + std::to_string(info.param.head_dim) +
              (info.param.type == ElemType::kBf16 ? "_bf16" : "_fp16");
     });
 
-TEST(AttentionSchedule, LauncherRefusesWhatItCannotRun) {
+TEST(AttentionLaunch, RefusesWhatItCannotRun) {
   SKIP_WITHOUT_GPU();
-  for (const AttentionSchedule schedule :
-       {AttentionSchedule::kPersistent, AttentionSchedule::kItemPerBlock}) {
-    // A bucket past the work buffer's capacity; a head wider than the kernel holds.
-    EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 65, 12, 64, ElemType::kBf16,
-                                   schedule, false, nullptr),
-              cudaErrorInvalidValue);
-    EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 64, 1, 160, ElemType::kBf16,
-                                   schedule, false, nullptr),
-              cudaErrorInvalidValue);
-    // An empty bucket launches nothing.
-    EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 0, 12, 64, ElemType::kBf16,
-                                   schedule, false, nullptr),
-              cudaSuccess);
-  }
+  // A bucket past the work buffer's capacity; a head wider than the kernels hold.
+  EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 65, 12, 64, ElemType::kBf16,
+                                 false, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 64, 1, 160, ElemType::kBf16,
+                                 false, nullptr),
+            cudaErrorInvalidValue);
+  // An empty bucket launches nothing.
+  EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 0, 12, 64, ElemType::kBf16,
+                                 false, nullptr),
+            cudaSuccess);
 }
 
 }  // namespace
