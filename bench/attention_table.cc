@@ -94,18 +94,13 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
   }
   cudaEvent_t start = start_event.value().get();
   cudaEvent_t stop = stop_event.value().get();
-  const AttentionTiling tilings[] = {AttentionTiling::k64Keys4Blocks,
-                                     AttentionTiling::k32Keys5Blocks,
-                                     AttentionTiling::k32Keys6Blocks};
-  constexpr int kTilings = 3;
   if (!profile) {
     std::printf("\nAttention alone, BERT-base heads (12 × 64), bf16, back to back on one stream "
-                "(median of %d rounds of %d launches, tilings alternating): keys a tile and blocks "
-                "an SM; floor = q, k, v read once and the output written once at %.2f TB/s.\n\n",
+                "(median of %d rounds of %d launches); floor = q, k, v read once and the output "
+                "written once at %.2f TB/s.\n\n",
                 kRounds, kLaunches, copy_tbps);
-    std::printf("| sequences | tokens | floor µs | 64 keys, 4 blocks µs | 32 keys, 5 blocks µs | "
-                "32 keys, 6 blocks µs | best / 64 keys, 4 blocks | 64 keys, 4 blocks / floor |\n"
-                "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| sequences | tokens | floor µs | attention µs | attention / floor |\n"
+                "|---|---:|---:|---:|---:|\n");
   }
   for (const Batch& b : batches) {
     std::int64_t tokens = 0;
@@ -114,42 +109,32 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
     cudaError_t e = cudaMemcpyAsync(work.value().data(), items.data(),
                                     items.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, s);
     if (e != cudaSuccess) return Fail("work items", e);
-    auto launch = [&](AttentionTiling tiling) {
-      return LaunchAttentionTiled(qkv.value().data(), out.value().data(),
-                                  reinterpret_cast<const std::int32_t*>(work.value().data()),
-                                  capacity, tokens, kHeads, kHeadDim, ElemType::kBf16, tiling,
-                                  /*programmatic=*/false, s);
+    auto launch = [&] {
+      return LaunchAttention(qkv.value().data(), out.value().data(),
+                             reinterpret_cast<const std::int32_t*>(work.value().data()), capacity,
+                             tokens, kHeads, kHeadDim, ElemType::kBf16, /*programmatic=*/false, s);
     };
     if (profile) {
-      for (const AttentionTiling tiling : tilings) {
-        if ((e = launch(tiling)) != cudaSuccess) return Fail(b.name, e);
-      }
+      if ((e = launch()) != cudaSuccess) return Fail(b.name, e);
       continue;
     }
-    std::vector<float> rounds[kTilings];
+    std::vector<float> rounds;
     for (int r = 0; r < kRounds + 1; ++r) {  // the first round warms up
-      for (int which = 0; which < kTilings; ++which) {
-        cudaEventRecord(start, s);
-        for (int i = 0; i < kLaunches; ++i) {
-          if ((e = launch(tilings[which])) != cudaSuccess) return Fail(b.name, e);
-        }
-        cudaEventRecord(stop, s);
-        if ((e = cudaEventSynchronize(stop)) != cudaSuccess) return Fail(b.name, e);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, start, stop);
-        if (r > 0) rounds[which].push_back(1000.f * ms / kLaunches);
+      cudaEventRecord(start, s);
+      for (int i = 0; i < kLaunches; ++i) {
+        if ((e = launch()) != cudaSuccess) return Fail(b.name, e);
       }
+      cudaEventRecord(stop, s);
+      if ((e = cudaEventSynchronize(stop)) != cudaSuccess) return Fail(b.name, e);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (r > 0) rounds.push_back(1000.f * ms / kLaunches);
     }
-    float median[kTilings];
-    for (int which = 0; which < kTilings; ++which) {
-      std::sort(rounds[which].begin(), rounds[which].end());
-      median[which] = rounds[which][rounds[which].size() / 2];
-    }
-    const float best = std::min({median[0], median[1], median[2]});
+    std::sort(rounds.begin(), rounds.end());
+    const float median = rounds[rounds.size() / 2];
     const double floor_us = 4.0 * static_cast<double>(tokens) * kWidth * 2 / (copy_tbps * 1e6);
-    std::printf("| %s | %ld | %.1f | %.1f | %.1f | %.1f | %.3f | %.2f |\n", b.name.c_str(),
-                static_cast<long>(tokens), floor_us, median[0], median[1], median[2],
-                best / median[0], median[0] / floor_us);
+    std::printf("| %s | %ld | %.1f | %.1f | %.2f |\n", b.name.c_str(),
+                static_cast<long>(tokens), floor_us, median, median / floor_us);
     std::fflush(stdout);
   }
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return Fail("sync", e);

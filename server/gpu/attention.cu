@@ -172,12 +172,15 @@ __device__ __forceinline__ void LoadTilesTransposed(std::uint32_t (&r)[4], const
 // DRAM ~37 % busy at 128 sequences. So the first tile's round trip, which that schedule hid,
 // is not what bounds this kernel; the serial chain in a warp's tile (mma, row max and sum by
 // shuffles, exp2, mma) with only 4 warps a scheduler to cover it is.
-template <typename T, int kHeadDim, int kKeys, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+// Up to head_dim 64, registers are capped for 4 blocks (16 warps) an SM: at 140 free-running
+// registers only 3 fit, and a kernel this latency-bound needs the warps more.
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
     AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, int num_heads,
                     float scale_log2) {
   // Keys per tile: 64, or 32 for wide heads, so two stages of K and V fit 48 KB of static
   // shared memory.
+  constexpr int kKeys = kHeadDim <= 80 ? 64 : 32;
   constexpr int kChunks = kHeadDim / 16;   // k steps of q·kᵀ
   constexpr int kDimTiles = kHeadDim / 8;  // n tiles of P·V (even: kHeadDim % 16 == 0)
   constexpr int kKeyTiles = kKeys / 8;     // n tiles of q·kᵀ
@@ -363,51 +366,29 @@ unsigned Blocks(std::int64_t bucket_tokens) {
   return static_cast<unsigned>(blocks < kMaxBlocksPerHead ? blocks : kMaxBlocksPerHead);
 }
 
-template <typename T, int kHeadDim, int kKeys, int kMinBlocks>
-cudaError_t LaunchTiled(const void* qkv, void* out, const std::int32_t* batch,
-                        std::int64_t bucket_tokens, int num_heads, float scale_log2,
-                        bool programmatic, cudaStream_t stream) {
-  const dim3 grid(Blocks(bucket_tokens), static_cast<unsigned>(num_heads));
-  return LaunchProgrammatic(programmatic, AttentionKernel<T, kHeadDim, kKeys, kMinBlocks>, grid,
-                            dim3(kThreads), stream, static_cast<const T*>(qkv),
-                            static_cast<T*>(out), batch, num_heads, scale_log2);
-}
-
 template <typename T, int kHeadDim>
 cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch,
                    std::int64_t bucket_tokens, int num_heads, float scale_log2,
-                   AttentionTiling tiling, bool programmatic, cudaStream_t stream) {
-  if constexpr (kHeadDim == 64) {
-    if (tiling == AttentionTiling::k32Keys5Blocks) {
-      return LaunchTiled<T, kHeadDim, 32, 5>(qkv, out, batch, bucket_tokens, num_heads,
-                                            scale_log2, programmatic, stream);
-    }
-    if (tiling == AttentionTiling::k32Keys6Blocks) {
-      return LaunchTiled<T, kHeadDim, 32, 6>(qkv, out, batch, bucket_tokens, num_heads,
-                                            scale_log2, programmatic, stream);
-    }
-  }
-  // Keys per tile: 64, or 32 for wide heads, so two stages of K and V fit 48 KB of static
-  // shared memory. Up to head_dim 64, registers are capped for 4 blocks (16 warps) an SM: at
-  // 140 free-running registers only 3 fit, and a kernel this latency-bound needs the warps more.
-  return LaunchTiled<T, kHeadDim, (kHeadDim <= 80 ? 64 : 32), (kHeadDim <= 64 ? 4 : 1)>(
-      qkv, out, batch, bucket_tokens, num_heads, scale_log2, programmatic, stream);
+                   bool programmatic, cudaStream_t stream) {
+  const dim3 grid(Blocks(bucket_tokens), static_cast<unsigned>(num_heads));
+  return LaunchProgrammatic(programmatic, AttentionKernel<T, kHeadDim>, grid, dim3(kThreads),
+                            stream, static_cast<const T*>(qkv), static_cast<T*>(out), batch,
+                            num_heads, scale_log2);
 }
 
 bool Supports(int head_dim) { return head_dim % 16 == 0 && head_dim <= kMaxHeadDim; }
 
 template <typename T>
 cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
-                     std::int64_t bucket_tokens, int num_heads, int head_dim,
-                     AttentionTiling tiling, bool programmatic, cudaStream_t stream) {
+                     std::int64_t bucket_tokens, int num_heads, int head_dim, bool programmatic,
+                     cudaStream_t stream) {
   // softmax(x·scale) = 2^(x·scale·log2 e) / Σ: the kernel works in the exp2 domain.
   const float scale_log2 =
       static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
   switch (head_dim) {
 #define LTSERVE_ATTENTION_HEAD_DIM(D) \
   case D:                              \
-    return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, tiling, \
-                        programmatic, stream);
+    return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, programmatic, stream);
     LTSERVE_ATTENTION_HEAD_DIM(16)
     LTSERVE_ATTENTION_HEAD_DIM(32)
     LTSERVE_ATTENTION_HEAD_DIM(48)
@@ -442,14 +423,6 @@ cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batc
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
                             bool programmatic, cudaStream_t stream) {
-  return LaunchAttentionTiled(qkv, out, batch, max_tokens, bucket_tokens, num_heads, head_dim,
-                              type, AttentionTiling::k64Keys4Blocks, programmatic, stream);
-}
-
-cudaError_t LaunchAttentionTiled(const void* qkv, void* out, const std::int32_t* batch,
-                                 std::int64_t max_tokens, std::int64_t bucket_tokens,
-                                 std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                                 AttentionTiling tiling, bool programmatic, cudaStream_t stream) {
   if (head_dim < 1 || head_dim > kAttentionMaxHeadDim || num_heads < 1 || num_heads > 65535) {
     return cudaErrorInvalidValue;
   }
@@ -465,13 +438,13 @@ cudaError_t LaunchAttentionTiled(const void* qkv, void* out, const std::int32_t*
     case ElemType::kFp16:
       if (tensor_core::Supports(dim)) {
         return tensor_core::Dispatch<__half>(qkv, out, batch, bucket_tokens, heads, dim,
-                                             tiling, programmatic, stream);
+                                             programmatic, stream);
       }
       return Attention<__half>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
     case ElemType::kBf16:
       if (tensor_core::Supports(dim)) {
         return tensor_core::Dispatch<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads,
-                                                     dim, tiling, programmatic, stream);
+                                                     dim, programmatic, stream);
       }
       return Attention<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
   }

@@ -51,14 +51,4 @@ cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batc
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
                             bool programmatic, cudaStream_t stream);
 
-// Keys a shared-memory tile holds and blocks an SM the tensor-core kernel's registers are
-// capped for, at head_dim 64 (other head dims have one tiling): 64 keys and 4 blocks (what
-// LaunchAttention uses), or 32 keys (half the score registers) and 5 or 6 blocks. Under
-// measurement (ltserve_gpu_bench MODELS 256 attention); the loser goes.
-enum class AttentionTiling { k64Keys4Blocks, k32Keys5Blocks, k32Keys6Blocks };
-cudaError_t LaunchAttentionTiled(const void* qkv, void* out, const std::int32_t* batch,
-                                 std::int64_t max_tokens, std::int64_t bucket_tokens,
-                                 std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                                 AttentionTiling tiling, bool programmatic, cudaStream_t stream);
-
 }  // namespace ltserve::gpu

@@ -98,35 +98,30 @@ TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
   ASSERT_EQ(cudaMemcpy(work, items.data(), items.size() * sizeof(std::int32_t),
                        cudaMemcpyHostToDevice), cudaSuccess);
 
-  for (const gpu::AttentionTiling tiling :
-       {gpu::AttentionTiling::k64Keys4Blocks, gpu::AttentionTiling::k32Keys5Blocks,
-        gpu::AttentionTiling::k32Keys6Blocks}) {
-    std::vector<std::uint16_t> outputs[2];
-    for (auto& output : outputs) {
-      DeviceHalves out(static_cast<std::size_t>(tokens * width) + kGuard);
-      out.Poison();
-      ASSERT_EQ(gpu::LaunchAttentionTiled(input.data(), out.data(), work, tokens, tokens, c.heads,
-                                          c.head_dim, c.type, tiling, /*programmatic=*/false,
-                                          nullptr),
-                cudaSuccess);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      output = out.Download();
-    }
-    std::vector<float> values(reference.size());
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = FromBits(outputs[0][i], c.type);
-    const double error = testing::RelativeError(values, reference);
-    std::printf("%s %ldx%ld, tiling %d, %zu sequences, %ld tokens, %d items a head: relative "
-                "error %.3g\n", precision.c_str(), static_cast<long>(c.heads),
-                static_cast<long>(c.head_dim), static_cast<int>(tiling), lengths.size(),
-                static_cast<long>(tokens), items[0], error);
-    EXPECT_LE(error, c.type == ElemType::kBf16 ? kTolBf16 : kTolFp16);
-    for (std::size_t i = reference.size(); i < outputs[0].size(); ++i) {
-      ASSERT_EQ(outputs[0][i], kPoison) << "wrote past the output, at element " << i;
-    }
-    // No block depends on another's timing: the same bits again, guard band included.
-    EXPECT_TRUE(outputs[0] == outputs[1]) << "a rerun differs";
+  std::vector<std::uint16_t> outputs[2];
+  for (auto& output : outputs) {
+    DeviceHalves out(static_cast<std::size_t>(tokens * width) + kGuard);
+    out.Poison();
+    ASSERT_EQ(gpu::LaunchAttention(input.data(), out.data(), work, tokens, tokens, c.heads,
+                                   c.head_dim, c.type, /*programmatic=*/false, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    output = out.Download();
   }
   cudaFree(work);
+
+  std::vector<float> values(reference.size());
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = FromBits(outputs[0][i], c.type);
+  const double error = testing::RelativeError(values, reference);
+  std::printf("%s %ldx%ld, %zu sequences, %ld tokens, %d items a head: relative error %.3g\n",
+              precision.c_str(), static_cast<long>(c.heads), static_cast<long>(c.head_dim),
+              lengths.size(), static_cast<long>(tokens), items[0], error);
+  EXPECT_LE(error, c.type == ElemType::kBf16 ? kTolBf16 : kTolFp16);
+  for (std::size_t i = reference.size(); i < outputs[0].size(); ++i) {
+    ASSERT_EQ(outputs[0][i], kPoison) << "wrote past the output, at element " << i;
+  }
+  // No block depends on another's timing: the same bits again, guard band included.
+  EXPECT_TRUE(outputs[0] == outputs[1]) << "a rerun differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(
