@@ -170,8 +170,9 @@ __device__ __forceinline__ void LoadTilesTransposed(std::uint32_t (&r)[4], const
 // (bench/RESULTS.md, 2026-12-03): under Nsight Compute both kernels run at ~23 % warps active,
 // held to 4 blocks an SM by registers and shared memory alike, with the tensor pipe ~21 % and
 // DRAM ~37 % busy at 128 sequences. So the first tile's round trip, which that schedule hid,
-// is not what bounds this kernel; the serial chain in a warp's tile (mma, row max and sum by
-// shuffles, exp2, mma) with only 4 warps a scheduler to cover it is.
+// is not what bounds this kernel. Nor are the warps an SM holds: 32-key tiles with registers
+// capped for 5 blocks raised warps active to 29 % in the same time (6 blocks spilled and lost).
+// What does is not yet measured; Nsight Compute's warp states are the next step.
 // Up to head_dim 64, registers are capped for 4 blocks (16 warps) an SM: at 140 free-running
 // registers only 3 fit, and a kernel this latency-bound needs the warps more.
 template <typename T, int kHeadDim>
