@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu/attention.h"
+#include "gpu/attention_batch.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/kernels.h"
 
@@ -28,24 +29,6 @@ constexpr int kRounds = 7;
 int Fail(const std::string& what, cudaError_t error) {
   std::fprintf(stderr, "attention table: %s: %s\n", what.c_str(), cudaGetErrorString(error));
   return 1;
-}
-
-// The work-item buffer of attention.h for `lengths`, as AttentionBatch::Upload lays it out.
-std::vector<std::int32_t> WorkItems(const std::vector<std::int32_t>& lengths, std::int64_t capacity) {
-  std::vector<std::int32_t> buffer(static_cast<std::size_t>(AttentionBatchInts(capacity)), 0);
-  std::int32_t items = 0;
-  std::int32_t begin = 0;
-  for (const std::int32_t length : lengths) {
-    for (std::int32_t first = 0; first < length; first += kAttentionQueriesPerItem) {
-      buffer[1 + kAttentionItemInts * items] = begin;
-      buffer[2 + kAttentionItemInts * items] = length;
-      buffer[3 + kAttentionItemInts * items] = first;
-      ++items;
-    }
-    begin += length;
-  }
-  buffer[0] = items;
-  return buffer;
 }
 
 struct Batch {
@@ -75,8 +58,7 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
   auto stream = CreateStream();
   auto qkv = DeviceBuffer::Create(static_cast<std::size_t>(capacity * 3 * kWidth * 2), "qkv");
   auto out = DeviceBuffer::Create(static_cast<std::size_t>(capacity * kWidth * 2), "out");
-  auto work = DeviceBuffer::Create(
-      static_cast<std::size_t>(AttentionBatchInts(capacity)) * sizeof(std::int32_t), "work");
+  auto work = AttentionBatch::Create(capacity);
   if (!stream.ok() || !qkv.ok() || !out.ok() || !work.ok()) {
     std::fprintf(stderr, "attention table: buffers or stream failed\n");
     return 1;
@@ -105,17 +87,21 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
   for (const Batch& b : batches) {
     std::int64_t tokens = 0;
     for (const std::int32_t l : b.lengths) tokens += l;
-    const std::vector<std::int32_t> items = WorkItems(b.lengths, capacity);
-    cudaError_t e = cudaMemcpyAsync(work.value().data(), items.data(),
-                                    items.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, s);
-    if (e != cudaSuccess) return Fail("work items", e);
+    // The work items as the executor describes a batch; the stream orders the upload before
+    // the launches, and each batch ends synchronised, before the next rewrites the pinned copy.
+    if (const ltserve::Status status = work.value().Upload(b.lengths, s); !status.ok()) {
+      std::fprintf(stderr, "attention table: %s\n", status.ToString().c_str());
+      return 1;
+    }
+    cudaError_t e = cudaSuccess;
     auto launch = [&] {
       return LaunchAttention(qkv.value().data(), out.value().data(),
-                             reinterpret_cast<const std::int32_t*>(work.value().data()), capacity,
+                             work.value().device(), capacity,
                              tokens, kHeads, kHeadDim, ElemType::kBf16, /*programmatic=*/false, s);
     };
     if (profile) {
       if ((e = launch()) != cudaSuccess) return Fail(b.name, e);
+      if ((e = cudaStreamSynchronize(s)) != cudaSuccess) return Fail(b.name, e);
       continue;
     }
     std::vector<float> rounds;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpu/attention.h"
+#include "gpu/attention_batch.h"
 #include "reference.h"
 #include "sixteen_bit.h"
 #include "test_support.h"
@@ -49,24 +50,6 @@ std::vector<std::int32_t> Lengths() {
   return lengths;
 }
 
-// The work-item buffer as AttentionBatch::Upload lays it out (attention.h).
-std::vector<std::int32_t> WorkItems(const std::vector<std::int32_t>& lengths, std::int64_t capacity) {
-  std::vector<std::int32_t> buffer(static_cast<std::size_t>(gpu::AttentionBatchInts(capacity)), 0);
-  std::int32_t items = 0;
-  std::int32_t begin = 0;
-  for (const std::int32_t length : lengths) {
-    for (std::int32_t first = 0; first < length; first += gpu::kAttentionQueriesPerItem) {
-      buffer[1 + gpu::kAttentionItemInts * items] = begin;
-      buffer[2 + gpu::kAttentionItemInts * items] = length;
-      buffer[3 + gpu::kAttentionItemInts * items] = first;
-      ++items;
-    }
-    begin += length;
-  }
-  buffer[0] = items;
-  return buffer;
-}
-
 class AttentionLaunchTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
@@ -92,11 +75,13 @@ TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
 
   DeviceHalves input(qkv.size());
   input.Upload(testing::RoundToBits(qkv, c.type));
-  const std::vector<std::int32_t> items = WorkItems(lengths, tokens);
-  std::int32_t* work = nullptr;
-  ASSERT_EQ(cudaMalloc(&work, items.size() * sizeof(std::int32_t)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(work, items.data(), items.size() * sizeof(std::int32_t),
-                       cudaMemcpyHostToDevice), cudaSuccess);
+  // The work items as the executor describes a batch (attention_batch.h).
+  auto batch = gpu::AttentionBatch::Create(tokens);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_TRUE(batch.value().Upload(lengths, nullptr).ok());
+  const std::int32_t* work = batch.value().device();
+  std::int32_t items = 0;
+  ASSERT_EQ(cudaMemcpy(&items, work, sizeof(items), cudaMemcpyDeviceToHost), cudaSuccess);
 
   std::vector<std::uint16_t> outputs[2];
   for (auto& output : outputs) {
@@ -108,14 +93,12 @@ TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     output = out.Download();
   }
-  cudaFree(work);
-
   std::vector<float> values(reference.size());
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = FromBits(outputs[0][i], c.type);
   const double error = testing::RelativeError(values, reference);
   std::printf("%s %ldx%ld, %zu sequences, %ld tokens, %d items a head: relative error %.3g\n",
               precision.c_str(), static_cast<long>(c.heads), static_cast<long>(c.head_dim),
-              lengths.size(), static_cast<long>(tokens), items[0], error);
+              lengths.size(), static_cast<long>(tokens), items, error);
   EXPECT_LE(error, c.type == ElemType::kBf16 ? kTolBf16 : kTolFp16);
   for (std::size_t i = reference.size(); i < outputs[0].size(); ++i) {
     ASSERT_EQ(outputs[0][i], kPoison) << "wrote past the output, at element " << i;
