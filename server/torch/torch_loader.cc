@@ -16,6 +16,7 @@
 #include "torch/hf_lowering.h"
 #include "torch/lowering.h"
 #include "torch/pickle_lengths.h"
+#include "torch/tensor_storage.h"
 #include "torch/torchscript_executor.h"
 
 namespace ltserve {
@@ -62,6 +63,8 @@ Result<torch::jit::Module> LoadModule(const std::filesystem::path& file) {
     LTSERVE_RETURN_IF_ERROR(CheckArchive(file).WithContext(
         "model file '" + file.string() + "' is not a loadable TorchScript module: "));
     torch::jit::Module module = torch::jit::load(file.string(), c10::Device(c10::kCPU));
+    LTSERVE_RETURN_IF_ERROR(torchscript::CheckTensorsInStorage(module).WithContext(
+        "model file '" + file.string() + "' is not a loadable TorchScript module: "));
     module.eval();
     return module;
   } catch (const std::exception& error) {

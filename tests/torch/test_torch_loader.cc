@@ -299,6 +299,23 @@ TEST_F(CorruptFileTest, PickleStringLongerThanItsRecordIsRefusedBeforeLibtorchRe
   EXPECT_NE(message.find("declares 2147483647 bytes"), std::string::npos) << message;
 }
 
+// A tensor whose record holds fewer bytes than its sizes need (here an empty one: a storage
+// that claims 16 bytes but has no data pointer) loads in libtorch, and the first copy of it read outside the record (a SEGV
+// found by fuzz_torch_loader). The loader refuses it, naming the tensor, before anything reads it.
+TEST(TorchLoaderTest, TensorPastItsStorageIsRefusedNamingIt) {
+  ModelSpec spec = MakeSpec("relu_script", {37}, {3});
+  spec.model_file =
+      std::filesystem::path(LTSERVE_TORCH_LOADER_CORPUS) / "regress-segv-tensor-past-storage.pt";
+  Result<LoadedModel> loaded = LoadTorchScriptModel(spec);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
+  const std::string& message = loaded.status().message();
+  EXPECT_NE(message.find(spec.model_file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("tensor '1.weight' has a storage of 16 bytes with no data behind it"),
+            std::string::npos)
+      << message;
+}
+
 TEST(TorchLoaderTest, ExecutionPathTorchScriptSkipsLowering) {
   ModelSpec spec = MakeSpec("relu_script", {37}, {37});
   spec.options.execution_path = PathChoice::kTorchScript;
