@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "attention_table.h"
+#include "layer_norm_table.h"
 #include "bench_timing.h"
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
@@ -465,6 +466,10 @@ int main(int argc, char** argv) {
   if (argc > 3 && (std::string(argv[3]) == "attention" || std::string(argv[3]) == "attention-profile")) {
     // The attention kernel alone: its table, or one launch per batch to profile.
     return PrintAttentionTable(MeasureCopyTBps(), std::string(argv[3]) == "attention-profile");
+  }
+  if (argc > 3 && (std::string(argv[3]) == "layernorm" || std::string(argv[3]) == "layernorm-profile")) {
+    // The LayerNorm kernel's two schedules: their table, or one launch of each to profile.
+    return PrintLayerNormTable(MeasureCopyTBps(), std::string(argv[3]) == "layernorm-profile");
   }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");

@@ -136,6 +136,35 @@ if [[ ${RUN_ATTENTION:-0} == 1 ]]; then
     > "$OUT/ncu_attention.csv" 2> "$OUT/ncu_attention.log" || status=1
   python3 bench/profile/ncu_metrics.py "$OUT/ncu_attention.csv"
 fi
+if [[ ${RUN_ATTENTION_STALLS:-0} == 1 ]]; then
+  # Where the attention kernel's warps wait at 128 sequences of 128 (the fourth launch of the
+  # profile mode), and which source lines they wait on.
+  echo "== attention kernel warp states (${SECONDS} s)"
+  ncu --profile-from-start on --clock-control none -k regex:AttentionKernel --launch-skip 3 --launch-count 1 \
+    --section WarpStateStats --section SchedulerStats --section SourceCounters --section Occupancy \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention-profile \
+    > "$OUT/ncu_attention_stalls.txt" 2>&1 || status=1
+  grep -vE "^==PROF==" "$OUT/ncu_attention_stalls.txt" | tail -90
+fi
+if [[ ${RUN_LAYERNORM:-0} == 1 ]]; then
+  # The LayerNorm kernel's two schedules: their table (cold and warm against the bytes' floor),
+  # then each once at 16,384 x 768 under Nsight Compute (time, DRAM throughput, warps active,
+  # what limits occupancy) and its warp states.
+  echo "== LayerNorm schedules (${SECONDS} s)"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 layernorm \
+    > "$OUT/layernorm.md" 2> "$OUT/layernorm.log" || status=1
+  cat "$OUT/layernorm.log" "$OUT/layernorm.md"
+  ncu --profile-from-start off --clock-control none --print-units base --csv -k regex:LayerNorm \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__grid_size \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 layernorm-profile \
+    > "$OUT/ncu_layernorm.csv" 2> "$OUT/ncu_layernorm.log" || status=1
+  python3 bench/profile/ncu_metrics.py "$OUT/ncu_layernorm.csv"
+  ncu --profile-from-start off --clock-control none -k regex:LayerNorm \
+    --section WarpStateStats --section SchedulerStats \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 layernorm-profile \
+    > "$OUT/ncu_layernorm_stalls.txt" 2>&1 || status=1
+  grep -vE "^==PROF==" "$OUT/ncu_layernorm_stalls.txt" | tail -60
+fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \

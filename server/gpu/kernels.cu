@@ -1,8 +1,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "gpu/kernels.h"
 #include "gpu/kernels_device.cuh"
+#include "gpu/tensor_core_device.cuh"
 
 namespace ltserve::gpu {
 namespace {
@@ -101,41 +105,39 @@ __global__ void LayerNormKernel(const T* in, const T* residual, const float* gam
 // another cost one memory latency each.
 constexpr int kRowsPerBlock = kThreads / 32;
 
+// A row of the vector kernels in registers: chunk lane + 32·c of the row (16 bytes, kVec
+// elements) in v[c], summed with the residual's when there is one.
 template <typename T, int kChunks>
-__global__ void __launch_bounds__(kThreads)
-    VectorLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
-                          T* out, std::int64_t rows, int width, float eps) {
-  WaitForPriorKernel();
-  AllowDependentLaunch();
-  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int lane = threadIdx.x % 32;
-  const int chunks = width / kVec;
-  const std::int64_t base = row * width;
+struct RowChunks {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   float v[kChunks][kVec];
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const std::int64_t at = base + min(lane + 32 * c, chunks - 1) * kVec;
-    const uint4 raw = *reinterpret_cast<const uint4*>(in + at);
+
+  // `raw` by value: one 16-byte load, where a reference would let the compiler read the
+  // elements one at a time.
+  __device__ __forceinline__ void Add(uint4 raw, int c, bool first) {
     const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) v[c][k] = Load(e, k);
-    if (residual != nullptr) {
-      const uint4 raw_r = *reinterpret_cast<const uint4*>(residual + at);
-      const T* r = reinterpret_cast<const T*>(&raw_r);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) v[c][k] += Load(r, k);
-    }
+    for (int k = 0; k < kVec; ++k) v[c][k] = first ? Load(e, k) : v[c][k] + Load(e, k);
   }
+};
+
+// Normalises a row held as RowChunks and stores it at out + base: both vector kernels end
+// here, so they produce the same bits for the same row. gamma and beta may be null, and may
+// point to global or shared memory.
+template <typename T, int kChunks>
+__device__ __forceinline__ void NormalizeAndStoreRow(RowChunks<T, kChunks>& row, int lane,
+                                                     int chunks, int width, float eps,
+                                                     const float* gamma, const float* beta,
+                                                     T* out, std::int64_t base) {
+  constexpr int kVec = RowChunks<T, kChunks>::kVec;
   float sum = 0.f;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const bool valid = lane + 32 * c < chunks;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      if (!valid) v[c][k] = 0.f;
-      sum += v[c][k];
+      if (!valid) row.v[c][k] = 0.f;
+      sum += row.v[c][k];
     }
   }
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(kThreads)
     const bool valid = lane + 32 * c < chunks;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      const float d = valid ? v[c][k] - mean : 0.f;
+      const float d = valid ? row.v[c][k] - mean : 0.f;
       sq += d * d;
     }
   }
@@ -171,9 +173,108 @@ __global__ void __launch_bounds__(kThreads)
     uint4 raw;
     T* e = reinterpret_cast<T*>(&raw);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) Store(e, k, (v[c][k] - mean) * inv_std * scale[k] + shift[k]);
+    for (int k = 0; k < kVec; ++k) {
+      Store(e, k, (row.v[c][k] - mean) * inv_std * scale[k] + shift[k]);
+    }
     if (lane + 32 * c < chunks) *reinterpret_cast<uint4*>(out + base + chunk * kVec) = raw;
   }
+}
+
+template <typename T, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    VectorLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
+                          T* out, std::int64_t rows, int width, float eps) {
+  WaitForPriorKernel();
+  AllowDependentLaunch();
+  constexpr int kVec = RowChunks<T, kChunks>::kVec;
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const int chunks = width / kVec;
+  const std::int64_t base = row * width;
+  RowChunks<T, kChunks> values;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const std::int64_t at = base + min(lane + 32 * c, chunks - 1) * kVec;
+    values.Add(*reinterpret_cast<const uint4*>(in + at), c, /*first=*/true);
+    if (residual != nullptr) values.Add(*reinterpret_cast<const uint4*>(residual + at), c, false);
+  }
+  NormalizeAndStoreRow(values, lane, chunks, width, eps, gamma, beta, out, base);
+}
+
+// The streaming schedule of the vector kernel (LayerNormSchedule::kStreaming): a grid no
+// larger than the GPU holds at once, each warp walking rows at a stride of every warp in it.
+// The one-row-a-warp kernel above keeps a row's loads in flight only between its start and
+// its reductions, then the block must retire before the next one loads: at 16,384 rows it
+// kept 35 % of DRAM bandwidth busy, and holding two rows a warp in registers halved its
+// occupancy instead (bench/RESULTS.md). Here the next row is copied into shared memory with
+// cp.async while this one is reduced and stored, so every warp has a row in flight all the
+// time at the registers of one; gamma and beta are staged in shared memory once a block.
+// Per warp a ring of two slots, each the row and its residual.
+constexpr int kStreamThreads = 128;
+constexpr int kStreamWarps = kStreamThreads / 32;
+
+template <typename T, int kChunks>
+__global__ void __launch_bounds__(kStreamThreads)
+    StreamingLayerNormKernel(const T* in, const T* residual, const float* gamma,
+                             const float* beta, T* out, std::int64_t rows, int width, float eps) {
+  constexpr int kVec = RowChunks<T, kChunks>::kVec;
+  constexpr int kWidth = kChunks * 32 * kVec;  // the widest row this instantiation takes
+  __shared__ uint4 ring[kStreamWarps][2][2][kChunks * 32];  // [warp][slot][input, residual]
+  __shared__ __align__(16) float affine[2][kWidth];         // gamma, beta
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int chunks = width / kVec;
+
+  // Weights, not the kernel before's output: copied before waiting for it.
+  for (int i = threadIdx.x; i < width / 4; i += kStreamThreads) {
+    CopyAsync16(&affine[0][4 * i], gamma + 4 * i, gamma != nullptr);
+    CopyAsync16(&affine[1][4 * i], beta + 4 * i, beta != nullptr);
+  }
+  CommitCopies();
+  WaitForPriorKernel();
+  AllowDependentLaunch();
+
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kStreamWarps;
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(kStreamWarps) + warp;
+  // Copies row `r` (when it exists) into `slot` as one commit group, an empty group otherwise,
+  // so that every lane counts the same groups.
+  const auto fetch = [&](std::int64_t r, int slot) {
+    if (r < rows) {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const bool valid = lane + 32 * c < chunks;
+        const std::int64_t at = r * width + min(lane + 32 * c, chunks - 1) * kVec;
+        CopyAsync16(&ring[warp][slot][0][32 * c + lane], in + at, valid);
+        if (residual != nullptr) {
+          CopyAsync16(&ring[warp][slot][1][32 * c + lane], residual + at, valid);
+        }
+      }
+    }
+    CommitCopies();
+  };
+  fetch(first, 0);
+  fetch(first + stride, 1);
+  WaitCopies<2>();  // gamma and beta, copied by the whole block
+  __syncthreads();
+  const float* scale = gamma != nullptr ? affine[0] : nullptr;
+  const float* shift = beta != nullptr ? affine[1] : nullptr;
+
+  int slot = 0;
+  for (std::int64_t row = first; row < rows; row += stride, slot ^= 1) {
+    WaitCopies<1>();  // this row's group; the next row's stays in flight
+    // Each lane reads back only the 16-byte pieces it copied itself.
+    RowChunks<T, kChunks> values;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      values.Add(ring[warp][slot][0][32 * c + lane], c, /*first=*/true);
+      if (residual != nullptr) values.Add(ring[warp][slot][1][32 * c + lane], c, false);
+    }
+    __syncwarp();  // the slot's reads are done before the copy into it is issued
+    fetch(row + 2 * stride, slot);
+    NormalizeAndStoreRow(values, lane, chunks, width, eps, scale, shift, out, row * width);
+  }
+  WaitCopies<0>();  // no copy may still be writing shared memory when the block exits
 }
 
 template <typename T, int kPerLane>
@@ -252,10 +353,38 @@ cudaError_t Pointwise(const void* in, const void* bias, const void* residual, vo
   return cudaGetLastError();
 }
 
+// Launches the streaming kernel with as many blocks as the GPU holds at once, fewer when the
+// rows do not need them (a device query, not a stream operation: allowed while capturing).
+template <typename T, int kChunks>
+cudaError_t LaunchStreaming(const T* x, const T* r, const float* gamma, const float* beta, T* y,
+                            std::int64_t rows, int width, float eps, bool programmatic,
+                            cudaStream_t stream) {
+  const auto kernel = StreamingLayerNormKernel<T, kChunks>;
+  int device = 0;
+  int sms = 0;
+  int per_sm = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      e != cudaSuccess) {
+    return e;
+  }
+  if (cudaError_t e =
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, 0);
+      e != cudaSuccess) {
+    return e;
+  }
+  const std::int64_t needed = (rows + kStreamWarps - 1) / kStreamWarps;
+  const std::int64_t resident = static_cast<std::int64_t>(sms) * std::max(per_sm, 1);
+  const dim3 grid(static_cast<unsigned>(std::min(needed, resident)));
+  return LaunchProgrammatic(programmatic, kernel, grid, dim3(kStreamThreads), stream, x, r, gamma,
+                            beta, y, rows, width, eps);
+}
+
 template <typename T>
 cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
                       const float* beta, void* out, std::int64_t rows, std::int64_t width,
-                      float eps, bool programmatic, cudaStream_t stream) {
+                      float eps, LayerNormSchedule schedule, bool programmatic,
+                      cudaStream_t stream) {
   const auto* x = static_cast<const T*>(in);
   const auto* r = static_cast<const T*>(residual);
   auto* y = static_cast<T*>(out);
@@ -269,6 +398,17 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
     return LaunchProgrammatic(programmatic, kernel, warp_blocks, dim3(kThreads), stream, x, r,
                               gamma, beta, y, rows, w, eps);
   };
+  if (schedule == LayerNormSchedule::kStreaming) {
+    if (width % kVec != 0 || lane_chunks > 4) return cudaErrorInvalidValue;
+    const auto streaming = [&](auto chunks) {
+      return LaunchStreaming<T, decltype(chunks)::value>(x, r, gamma, beta, y, rows, w, eps,
+                                                        programmatic, stream);
+    };
+    if (lane_chunks == 1) return streaming(std::integral_constant<int, 1>{});
+    if (lane_chunks == 2) return streaming(std::integral_constant<int, 2>{});
+    if (lane_chunks == 3) return streaming(std::integral_constant<int, 3>{});
+    return streaming(std::integral_constant<int, 4>{});
+  }
   if (width % kVec == 0 && lane_chunks <= 4) {
     if (lane_chunks == 1) return warps(VectorLayerNormKernel<T, 1>);
     if (lane_chunks == 2) return warps(VectorLayerNormKernel<T, 2>);
@@ -341,22 +481,21 @@ cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residu
   return cudaErrorInvalidValue;
 }
 
+bool StreamingLayerNormSupports(ElemType type, std::int64_t width) {
+  const auto vec = static_cast<std::int64_t>(16 / ElemSize(type));
+  return width > 0 && width % vec == 0 && width <= 4 * 32 * vec;
+}
+
 cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
                             const float* beta, void* out, std::int64_t rows, std::int64_t width,
-                            float eps, ElemType type, bool programmatic, cudaStream_t stream) {
+                            float eps, ElemType type, bool programmatic, cudaStream_t stream,
+                            LayerNormSchedule schedule) {
   if (rows == 0) return cudaSuccess;
-  switch (type) {
-    case ElemType::kFp32:
-      return LayerNorm<float>(in, residual, gamma, beta, out, rows, width, eps, programmatic,
-                              stream);
-    case ElemType::kFp16:
-      return LayerNorm<__half>(in, residual, gamma, beta, out, rows, width, eps, programmatic,
-                               stream);
-    case ElemType::kBf16:
-      return LayerNorm<__nv_bfloat16>(in, residual, gamma, beta, out, rows, width, eps,
-                                      programmatic, stream);
-  }
-  return cudaErrorInvalidValue;
+  return ForElemType(type, [&](auto zero) {
+    using T = decltype(zero);
+    return LayerNorm<T>(in, residual, gamma, beta, out, rows, width, eps, schedule, programmatic,
+                        stream);
+  });
 }
 
 }  // namespace ltserve::gpu

@@ -58,11 +58,28 @@ cudaError_t LaunchSmallBatchLinear(const void* x, const void* w, const void* bia
                                    plan::Activation act, ElemType type, bool programmatic,
                                    cudaStream_t stream);
 
+// How the LayerNorm kernel for rows of up to 128 16-byte vectors (width a multiple of the
+// vector; 1024 16-bit or 512 fp32 elements) walks them. Both compute every row with the same
+// instructions, hence the same bits.
+enum class LayerNormSchedule : std::uint8_t {
+  // One warp a row, blocks of 8 rows, as many blocks as rows need (every other width too).
+  kRowPerWarp,
+  // At most as many blocks as the GPU holds at once; each warp walks rows, the next row copied
+  // into shared memory while it normalises this one. Measured against kRowPerWarp by
+  // `ltserve_gpu_bench ... layernorm` before the executor uses it.
+  kStreaming,
+};
+// Whether kStreaming takes rows of `width` elements of `type`.
+bool StreamingLayerNormSupports(ElemType type, std::int64_t width);
+
 // out = LayerNorm(in + residual) over each row; `residual`, `gamma`, `beta` may be null.
-// gamma/beta are fp32; in/residual/out have element type `type`. `programmatic`: launched to
-// overlap the kernel before it (programmatic dependent launch, sm_90+ only).
+// gamma/beta are fp32 (16-byte aligned); in/residual/out have element type `type`; each row is
+// read and written by one warp only, so `out` may be `in` or `residual`. `programmatic`:
+// launched to overlap the kernel before it (programmatic dependent launch, sm_90+ only).
+// cudaErrorInvalidValue for kStreaming at a width it does not take.
 cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
                             const float* beta, void* out, std::int64_t rows, std::int64_t width,
-                            float eps, ElemType type, bool programmatic, cudaStream_t stream);
+                            float eps, ElemType type, bool programmatic, cudaStream_t stream,
+                            LayerNormSchedule schedule = LayerNormSchedule::kRowPerWarp);
 
 }  // namespace ltserve::gpu
