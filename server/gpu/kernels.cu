@@ -263,7 +263,9 @@ __global__ void __launch_bounds__(kStreamThreads)
   int slot = 0;
   for (std::int64_t row = first; row < rows; row += stride, slot ^= 1) {
     WaitCopies<1>();  // this row's group; the next row's stays in flight
-    // Each lane reads back only the 16-byte pieces it copied itself.
+    // Each lane reads back only the 16-byte pieces it copied itself; the barrier keeps the
+    // compiler from moving those reads above the wait (whose asm names no memory).
+    __syncwarp();
     RowChunks<T, kChunks> values;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
