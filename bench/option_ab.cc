@@ -38,6 +38,13 @@ OptionAB GemmLayerNormAB() {
                   [](ltserve::ModelOptions& o) { o.gemm_layernorm = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB StreamingLayerNormAB() {
+  return OptionAB{"LayerNorm's streaming schedule where it times faster (streaming_layernorm_kernel auto) and never (off)",
+                  "auto", "off",
+                  [](ltserve::ModelOptions& o) { o.streaming_layernorm = ltserve::OwnKernelMode::kAuto; },
+                  [](ltserve::ModelOptions& o) { o.streaming_layernorm = ltserve::OwnKernelMode::kOff; }};
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,

@@ -40,5 +40,6 @@ OptionAB ProgrammaticLaunchAB();
 OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off
+OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off
 
 }  // namespace ltserve_bench

@@ -300,7 +300,7 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
           Value(norm->input), residual, static_cast<const float*>(model_->Weight(norm->gamma_offset)),
           static_cast<const float*>(model_->Weight(norm->beta_offset)), Value(norm->output),
           step_rows, plan.values()[norm->output].width, norm->eps, storage, programmatic_,
-          stream()));
+          stream(), model_->NormSchedule(s, bucket)));
     } else if (const auto* attention = std::get_if<AttentionStep>(&step)) {
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),

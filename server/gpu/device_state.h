@@ -98,6 +98,10 @@ class DeviceState {
   // kernel followed by the LayerNorm kernel, and marks the GEMM step kNormGemm where the
   // fused kernel wins (kAuto: clearly; kAlways: wherever it runs); cached like a kernel choice.
   Status ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* from_cache);
+  // Tune's, after ChooseNormGemms: times LayerNorm's two schedules at each LayerNorm step and
+  // bucket the streaming one takes (and no GEMM + LayerNorm launch covers), and records in
+  // tuning.layer_norm_schedules where it wins (kAuto: clearly; kAlways: wherever it runs).
+  Status ChooseLayerNormSchedules(GemmTuning& tuning);
   // Tune's: GEMM step `s` of `tuning` at bucket `b` with the kernel tuning chose for it;
   // `gemm` is the step's cuBLASLt descriptor at `rows`, used when that kernel is cuBLASLt.
   Status RunTunedStep(const GemmTuning& tuning, std::size_t s, std::size_t b, const Gemm& gemm,

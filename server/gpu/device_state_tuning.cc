@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -95,6 +96,26 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
     std::string note = "GEMM + LayerNorm kernel for " + std::to_string(norm) + " GEMM buckets (at";
     for (std::size_t r = 0; r < norm_rows.size(); ++r) {
       note += (r > 0 ? ", " : " ") + std::to_string(norm_rows[r]);
+    }
+    notes.push_back(note + " rows)");
+  }
+  int streaming = 0;
+  std::vector<std::int64_t> streaming_rows;
+  for (std::size_t s = 0; s < tuning.layer_norm_schedules.size(); ++s) {
+    for (std::size_t b = 0; b < tuning.layer_norm_schedules[s].size(); ++b) {
+      if (tuning.layer_norm_schedules[s][b] != LayerNormSchedule::kStreaming) continue;
+      ++streaming;
+      const std::int64_t rows = model.StepRows(s, b);
+      if (std::find(streaming_rows.begin(), streaming_rows.end(), rows) == streaming_rows.end()) {
+        streaming_rows.push_back(rows);
+      }
+    }
+  }
+  if (streaming > 0) {
+    std::string note = "streaming LayerNorm for " + std::to_string(streaming) +
+                       " LayerNorm buckets (at";
+    for (std::size_t r = 0; r < streaming_rows.size(); ++r) {
+      note += (r > 0 ? ", " : " ") + std::to_string(streaming_rows[r]);
     }
     notes.push_back(note + " rows)");
   }
@@ -385,6 +406,65 @@ Status DeviceState::RunTunedStep(const GemmTuning& tuning, std::size_t s, std::s
   });
 }
 
+// The two schedules are timed back to back (TimeOnStream), not with the L2 emptied: a
+// LayerNorm reads what the kernel just before it wrote, in the L2 as far as it fits, and on
+// the H200 the cold ranking at 128 and 1,024 rows is the reverse of the warm one
+// (bench/RESULTS.md). Both give the same bits, so the choice is not kept in the cache file: a
+// restart may choose differently without changing a result.
+Status DeviceState::ChooseLayerNormSchedules(GemmTuning& tuning) {
+  const GpuModelOptions& options = model_->options();
+  tuning.layer_norm_schedules.assign(tuning.steps.size(), {});
+  if (options.streaming_layernorm == OwnKernelMode::kOff) return Status::Ok();
+  const ElemType storage = StorageType(options.precision);
+  const bool always = options.streaming_layernorm == OwnKernelMode::kAlways;
+  const plan::Plan& plan = model_->plan();
+  const std::size_t buckets = model_->buckets().size();
+  std::map<std::string, LayerNormSchedule> timed;  // an encoder's layers repeat their shapes
+  for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
+    const auto* norm = std::get_if<LayerNormStep>(&tuning.steps[s]);
+    if (norm == nullptr) continue;
+    const std::int64_t width = plan.values()[norm->output].width;
+    if (!StreamingLayerNormSupports(storage, width)) continue;
+    tuning.layer_norm_schedules[s].assign(buckets, LayerNormSchedule::kRowPerWarp);
+    for (std::size_t b = 0; b < buckets; ++b) {
+      if (s > 0 && tuning.kernels[s - 1][b].kind == GemmKernel::Kind::kNormGemm) continue;
+      const std::int64_t rows = model_->StepRows(s, b);
+      const auto launch = [&](LayerNormSchedule schedule) -> Status {
+        LTSERVE_CUDA_RETURN_IF_ERROR(LaunchLayerNorm(
+            Value(norm->input), norm->residual == plan::kNoValue ? nullptr : Value(norm->residual),
+            static_cast<const float*>(model_->Weight(norm->gamma_offset)),
+            static_cast<const float*>(model_->Weight(norm->beta_offset)), Value(norm->output),
+            rows, width, norm->eps, storage, programmatic_, stream(), schedule));
+        return Status::Ok();
+      };
+      if (always) {
+        // Run once, so that a launch error is a load error rather than a request's.
+        LTSERVE_RETURN_IF_ERROR(launch(LayerNormSchedule::kStreaming));
+        tuning.layer_norm_schedules[s][b] = LayerNormSchedule::kStreaming;
+        continue;
+      }
+      const std::string key = std::to_string(rows) + "x" + std::to_string(width) +
+                              (norm->residual == plan::kNoValue ? "" : "+residual");
+      auto choice = timed.find(key);
+      if (choice == timed.end()) {
+        LTSERVE_ASSIGN_OR_RETURN(
+            const float row_per_warp_ms,
+            TimeOnStream([&] { return launch(LayerNormSchedule::kRowPerWarp); }, stream()));
+        LTSERVE_ASSIGN_OR_RETURN(
+            const float streaming_ms,
+            TimeOnStream([&] { return launch(LayerNormSchedule::kStreaming); }, stream()));
+        choice = timed
+                     .emplace(key, ClearlyFaster(streaming_ms, row_per_warp_ms)
+                                       ? LayerNormSchedule::kStreaming
+                                       : LayerNormSchedule::kRowPerWarp)
+                     .first;
+      }
+      tuning.layer_norm_schedules[s][b] = choice->second;
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const GpuModel> model) {
   if (model == nullptr || model->tuned()) return InvalidArgument("Tune takes an untuned model");
   const GpuModelOptions& options = model->options();
@@ -436,6 +516,7 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
   }
   LTSERVE_RETURN_IF_ERROR(state->ChooseChains(tuning, cache, &kernels_from_cache));
   LTSERVE_RETURN_IF_ERROR(state->ChooseNormGemms(tuning, cache, &kernels_from_cache));
+  LTSERVE_RETURN_IF_ERROR(state->ChooseLayerNormSchedules(tuning));
   if (from_cache + kernels_from_cache > 0) {
     // Repeated shapes (the layers of an encoder) hit the cache too, file or not.
     tuning.notes.push_back(std::to_string(from_cache) + " GEMM algorithms " +

@@ -186,6 +186,7 @@ std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
   tuned->algos_ = std::move(tuning.algos);
   tuned->kernels_ = std::move(tuning.kernels);
   tuned->chains_ = std::move(tuning.chains);
+  tuned->layer_norm_schedules_ = std::move(tuning.layer_norm_schedules);
   tuned->notes_.insert(tuned->notes_.end(), tuning.notes.begin(), tuning.notes.end());
   tuned->tuned_ = true;
   return tuned;

@@ -173,6 +173,8 @@ struct GemmTuning {
   // [step][bucket], GEMM steps only; kNormGemm: the step and the LayerNorm step after it
   std::vector<std::vector<GemmKernel>> kernels;
   std::vector<std::vector<ChainRun>> chains;              // [bucket], in step order; may be empty
+  // [step][bucket], LayerNorm steps the streaming schedule takes (empty for other steps).
+  std::vector<std::vector<LayerNormSchedule>> layer_norm_schedules;
   std::vector<std::string> notes;
 };
 
@@ -223,6 +225,12 @@ class GpuModel {
   }
   // The runs of GEMM steps that run as one layer-chain launch at `bucket`, in step order.
   const std::vector<ChainRun>& Chains(std::size_t bucket) const;
+  // How LayerNorm step `step` walks its rows at `bucket`: kRowPerWarp unless tuning chose.
+  LayerNormSchedule NormSchedule(std::size_t step, std::size_t bucket) const {
+    return step < layer_norm_schedules_.size() && bucket < layer_norm_schedules_[step].size()
+               ? layer_norm_schedules_[step][bucket]
+               : LayerNormSchedule::kRowPerWarp;
+  }
   // One line per decision worth a log line (unfused layers, cache use), for Describe().
   const std::vector<std::string>& notes() const { return notes_; }
   int fused_gemms() const;
@@ -246,6 +254,7 @@ class GpuModel {
   std::vector<std::vector<cublasLtMatmulAlgo_t>> algos_;  // [step][bucket], GEMM steps only
   std::vector<std::vector<GemmKernel>> kernels_;          // [step][bucket], GEMM steps only
   std::vector<std::vector<ChainRun>> chains_;             // [bucket]; empty: none anywhere
+  std::vector<std::vector<LayerNormSchedule>> layer_norm_schedules_;  // as GemmTuning's
   std::vector<std::string> notes_;
   bool tuned_ = false;
 };

@@ -2,6 +2,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "gpu/kernels.h"
@@ -356,27 +357,35 @@ cudaError_t Pointwise(const void* in, const void* bias, const void* residual, vo
 }
 
 // Launches the streaming kernel with as many blocks as the GPU holds at once, fewer when the
-// rows do not need them (a device query, not a stream operation: allowed while capturing).
+// rows do not need them (device queries, not stream operations: allowed while capturing). The
+// occupancy query costs microseconds, so its answer is kept per device for eager launches;
+// concurrent first launches may both ask, and store the same answer.
 template <typename T, int kChunks>
 cudaError_t LaunchStreaming(const T* x, const T* r, const float* gamma, const float* beta, T* y,
                             std::int64_t rows, int width, float eps, bool programmatic,
                             cudaStream_t stream) {
   const auto kernel = StreamingLayerNormKernel<T, kChunks>;
+  constexpr int kKeptDevices = 16;
+  static std::atomic<std::int64_t> kept_resident[kKeptDevices] = {};
   int device = 0;
-  int sms = 0;
-  int per_sm = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      e != cudaSuccess) {
-    return e;
-  }
-  if (cudaError_t e =
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, 0);
-      e != cudaSuccess) {
-    return e;
+  std::int64_t resident = device < kKeptDevices ? kept_resident[device].load() : 0;
+  if (resident == 0) {
+    int sms = 0;
+    int per_sm = 0;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        e != cudaSuccess) {
+      return e;
+    }
+    if (cudaError_t e =
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, 0);
+        e != cudaSuccess) {
+      return e;
+    }
+    resident = static_cast<std::int64_t>(sms) * std::max(per_sm, 1);
+    if (device < kKeptDevices) kept_resident[device].store(resident);
   }
   const std::int64_t needed = (rows + kStreamWarps - 1) / kStreamWarps;
-  const std::int64_t resident = static_cast<std::int64_t>(sms) * std::max(per_sm, 1);
   const dim3 grid(static_cast<unsigned>(std::min(needed, resident)));
   return LaunchProgrammatic(programmatic, kernel, grid, dim3(kStreamThreads), stream, x, r, gamma,
                             beta, y, rows, width, eps);
@@ -400,8 +409,7 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
     return LaunchProgrammatic(programmatic, kernel, warp_blocks, dim3(kThreads), stream, x, r,
                               gamma, beta, y, rows, w, eps);
   };
-  if (schedule == LayerNormSchedule::kStreaming) {
-    if (width % kVec != 0 || lane_chunks > 4) return cudaErrorInvalidValue;
+  if (schedule == LayerNormSchedule::kStreaming) {  // width checked by LaunchLayerNorm
     const auto streaming = [&](auto chunks) {
       return LaunchStreaming<T, decltype(chunks)::value>(x, r, gamma, beta, y, rows, w, eps,
                                                         programmatic, stream);
@@ -493,6 +501,9 @@ cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* g
                             float eps, ElemType type, bool programmatic, cudaStream_t stream,
                             LayerNormSchedule schedule) {
   if (rows == 0) return cudaSuccess;
+  if (schedule == LayerNormSchedule::kStreaming && !StreamingLayerNormSupports(type, width)) {
+    return cudaErrorInvalidValue;
+  }
   return ForElemType(type, [&](auto zero) {
     using T = decltype(zero);
     return LayerNorm<T>(in, residual, gamma, beta, out, rows, width, eps, schedule, programmatic,

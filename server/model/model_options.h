@@ -66,6 +66,10 @@ struct ModelOptions {
   // on the H200 it timed at best 4-11 % faster than cuBLASLt + LayerNorm (768 -> 768, up to 32
   // rows) and slower everywhere else (bench/RESULTS.md).
   OwnKernelMode gemm_layernorm = OwnKernelMode::kOff;
+  // LayerNorm's streaming schedule (gpu/kernels.h): the same bits as the row-a-warp kernel,
+  // chosen per LayerNorm and bucket where it times faster at load. On the H200 it wins at
+  // BERT-base's 16,384-row batches and loses at 4,096 (bench/RESULTS.md).
+  OwnKernelMode streaming_layernorm = OwnKernelMode::kAuto;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal
   PathChoice execution_path = PathChoice::kAuto;

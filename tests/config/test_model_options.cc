@@ -34,6 +34,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"skinny_gemm_kernel", "off"},
                                         {"layer_chain_kernel", "always"},
                                         {"gemm_layernorm_kernel", "auto"},
+                                        {"streaming_layernorm_kernel", "off"},
                                         {"gpu_device", "2"},
                                         {"cublaslt_workspace_bytes", "4096"},
                                         {"algo_cache_file", "cache/../algos.txt"},
@@ -55,6 +56,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->skinny_gemm, OwnKernelMode::kOff);
   EXPECT_EQ(options->layer_chain, OwnKernelMode::kAlways);
   EXPECT_EQ(options->gemm_layernorm, OwnKernelMode::kAuto);
+  EXPECT_EQ(options->streaming_layernorm, OwnKernelMode::kOff);
   EXPECT_EQ(options->gpu_device, 2);
   EXPECT_EQ(options->workspace_bytes, 4096u);
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
@@ -108,7 +110,7 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"algo_candidates", "0"},         {"cublaslt_workspace_bytes", "0"},
       {"small_batch_kernel", "never"},  {"fuse_epilogues", "1"},
       {"skinny_gemm_kernel", "yes"},    {"layer_chain_kernel", "on"},
-      {"gemm_layernorm_kernel", "fused"},
+      {"gemm_layernorm_kernel", "fused"}, {"streaming_layernorm_kernel", "streaming"},
       {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
       {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {

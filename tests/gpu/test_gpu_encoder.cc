@@ -320,6 +320,44 @@ TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRunsAndOrdinaryLaunc
   std::filesystem::remove(cache);
 }
 
+// LayerNorm's streaming schedule at every bucket (always) against the row-a-warp kernel
+// (off): the same bits, graphed, for a post-LN bf16 layer (one LayerNorm with a residual, one
+// without) and a pre-LN fp32 one, at batches that fill one warp's rows and many times the
+// streaming grid.
+TEST(GpuEncoder, StreamingLayerNormGivesTheBitsOfTheRowAWarpKernel) {
+  SKIP_WITHOUT_GPU();
+  const LayerCase cases[] = {{768, 12, 3072, Activation::kGeluErf, false, "bf16"},
+                             {64, 4, 128, Activation::kRelu, true, "fp32"}};
+  for (const LayerCase& c : cases) {
+    auto plan = EncoderLayerPlan(c);
+    std::unique_ptr<ExecutorInstance> instances[2];  // off, always
+    for (int streaming = 0; streaming < 2; ++streaming) {
+      ModelSpec spec = TokenSpec(*plan, c.precision);
+      spec.options.streaming_layernorm =
+          streaming == 1 ? OwnKernelMode::kAlways : OwnKernelMode::kOff;
+      auto factory = TokenFactory(plan, spec);
+      ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+      const std::string describe = factory.value()->Describe();
+      EXPECT_EQ(describe.find("streaming LayerNorm for ") != std::string::npos, streaming == 1)
+          << describe;
+      auto instance = factory.value()->CreateInstance(0);
+      ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+      instances[streaming] = std::move(instance).value();
+    }
+    const std::vector<std::vector<std::int32_t>> batches{
+        {1}, {7, 128}, {300, 1, 200}, std::vector<std::int32_t>(8, 128)};
+    for (const auto& lengths : batches) {
+      const std::int64_t tokens = Sum(lengths);
+      const std::vector<float> input = Random(tokens * plan->input_width(), 1.0f);
+      const auto off = RunPoisoned(*instances[0], *plan, input, tokens, DataType::kFp32, lengths);
+      const auto on = RunPoisoned(*instances[1], *plan, input, tokens, DataType::kFp32, lengths);
+      ASSERT_EQ(on.size(), off.size());
+      EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(float)), 0)
+          << c.precision << ", " << lengths.size() << " sequences of " << tokens << " tokens";
+    }
+  }
+}
+
 TEST(GpuEncoder, EmptySequencesInABatchAreSkipped) {
   SKIP_WITHOUT_GPU();
   auto plan = EncoderLayerPlan({64, 4, 128, Activation::kRelu, true, "fp32"});
