@@ -323,16 +323,20 @@ TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRunsAndOrdinaryLaunc
 // LayerNorm's streaming schedule at every bucket (always) against the row-a-warp kernel
 // (off): the same bits, graphed, for a post-LN bf16 layer (one LayerNorm with a residual, one
 // without) and a pre-LN fp32 one, at batches that fill one warp's rows and many times the
-// streaming grid.
+// streaming grid. Both factories read their GEMM algorithms from one cache file: timed apart,
+// they could choose different ones, which give different bits.
 TEST(GpuEncoder, StreamingLayerNormGivesTheBitsOfTheRowAWarpKernel) {
   SKIP_WITHOUT_GPU();
   const LayerCase cases[] = {{768, 12, 3072, Activation::kGeluErf, false, "bf16"},
                              {64, 4, 128, Activation::kRelu, true, "fp32"}};
   for (const LayerCase& c : cases) {
     auto plan = EncoderLayerPlan(c);
+    const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                        ("ltserve_encoder_cache_" + std::to_string(Rng()()));
     std::unique_ptr<ExecutorInstance> instances[2];  // off, always
     for (int streaming = 0; streaming < 2; ++streaming) {
       ModelSpec spec = TokenSpec(*plan, c.precision);
+      spec.options.algo_cache_file = cache.string();
       spec.options.streaming_layernorm =
           streaming == 1 ? OwnKernelMode::kAlways : OwnKernelMode::kOff;
       auto factory = TokenFactory(plan, spec);
@@ -355,6 +359,7 @@ TEST(GpuEncoder, StreamingLayerNormGivesTheBitsOfTheRowAWarpKernel) {
       EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(float)), 0)
           << c.precision << ", " << lengths.size() << " sequences of " << tokens << " tokens";
     }
+    std::filesystem::remove(cache);
   }
 }
 
