@@ -138,13 +138,16 @@ if [[ ${RUN_ATTENTION:-0} == 1 ]]; then
 fi
 if [[ ${RUN_ATTENTION_STALLS:-0} == 1 ]]; then
   # Where the attention kernel's warps wait at 128 sequences of 128 (the fourth launch of the
-  # profile mode), and which source lines they wait on.
+  # profile mode), and which source lines they wait on; then the stall reasons, largest first
+  # (warps stalled for that reason per issued instruction).
   echo "== attention kernel warp states (${SECONDS} s)"
   ncu --profile-from-start on --clock-control none -k regex:AttentionKernel --launch-skip 3 --launch-count 1 \
     --section WarpStateStats --section SchedulerStats --section SourceCounters --section Occupancy \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
     ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention-profile \
     > "$OUT/ncu_attention_stalls.txt" 2>&1 || status=1
-  grep -vE "^==PROF==" "$OUT/ncu_attention_stalls.txt" | tail -90
+  grep -vE "^==PROF==" "$OUT/ncu_attention_stalls.txt" | grep -vE "stalled_.*_per_issue_active" | tail -90
+  grep -E "stalled_.*_per_issue_active" "$OUT/ncu_attention_stalls.txt" | sort -k3 -g -r | head -12
 fi
 if [[ ${RUN_LAYERNORM:-0} == 1 ]]; then
   # The LayerNorm kernel's two schedules: their table (cold and warm against the bytes' floor),
