@@ -172,7 +172,9 @@ __device__ __forceinline__ void LoadTilesTransposed(std::uint32_t (&r)[4], const
 // DRAM ~37 % busy at 128 sequences. So the first tile's round trip, which that schedule hid,
 // is not what bounds this kernel. Nor are the warps an SM holds: 32-key tiles with registers
 // capped for 5 blocks raised warps active to 29 % in the same time (6 blocks spilled and lost).
-// What does is not yet measured; Nsight Compute's warp states are the next step.
+// Queries and outputs through shared memory in 16-byte vectors took it from 51 to 46 µs at 128
+// sequences (bench/RESULTS.md); there, per issued instruction, warps wait 1.3 cycles on fixed
+// latencies (mma and exp2 results), 1.0 on global memory, 0.8 on shared memory, 0.3 at barriers.
 // Up to head_dim 64, registers are capped for 4 blocks (16 warps) an SM: at 140 free-running
 // registers only 3 fit, and a kernel this latency-bound needs the warps more.
 template <typename T, int kHeadDim>
