@@ -37,7 +37,9 @@ def short_name(name: str) -> str:
         if ch == "<":
             depth += 1
         elif ch == ">":
-            depth -= 1
+            # ncu writes "(anonymous namespace)" as "unnamed>" in some names: a ">" with no "<"
+            # before it must not open a list that never closes.
+            depth = max(depth - 1, 0)
         elif depth == 0:
             out.append(ch)
     name = "".join(out).strip()
