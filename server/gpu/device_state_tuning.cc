@@ -46,12 +46,30 @@ std::string Fingerprint(int device) {
 // The load log's account of the executor's own GEMM kernels: how many (step, bucket) pairs run
 // the small-batch kernel, and which layer shapes run the split-K kernel at which row counts
 // (each layer shape once, however many layers share it).
+// Row counts in order of first use, each once, for a load-log note: "at 8, 32, 1024 rows".
+class DistinctRows {
+ public:
+  void Add(std::int64_t rows) {
+    if (std::find(rows_.begin(), rows_.end(), rows) == rows_.end()) rows_.push_back(rows);
+  }
+  std::string Text() const {
+    std::string text = "at";
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      text += (r > 0 ? ", " : " ") + std::to_string(rows_[r]);
+    }
+    return text + " rows";
+  }
+
+ private:
+  std::vector<std::int64_t> rows_;
+};
+
 std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning& tuning) {
   int small_batch = 0;
   int skinny = 0;
   int norm = 0;
-  std::vector<std::int64_t> norm_rows;
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> skinny_rows;  // by first use
+  DistinctRows norm_rows;
+  std::vector<std::pair<std::string, DistinctRows>> skinny_rows;  // by shape, in first use
   for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
     const auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
     if (step == nullptr) continue;
@@ -61,20 +79,14 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
       small_batch += kind == GemmKernel::Kind::kSmallBatch ? 1 : 0;
       if (kind == GemmKernel::Kind::kNormGemm) {
         ++norm;
-        const std::int64_t rows = model.StepRows(s, b);
-        if (std::find(norm_rows.begin(), norm_rows.end(), rows) == norm_rows.end()) {
-          norm_rows.push_back(rows);
-        }
+        norm_rows.Add(model.StepRows(s, b));
       }
       if (kind != GemmKernel::Kind::kSkinny) continue;
       ++skinny;
       auto entry = std::find_if(skinny_rows.begin(), skinny_rows.end(),
                                 [&](const auto& e) { return e.first == shape; });
       if (entry == skinny_rows.end()) entry = skinny_rows.insert(skinny_rows.end(), {shape, {}});
-      const std::int64_t rows = model.StepRows(s, b);
-      if (std::find(entry->second.begin(), entry->second.end(), rows) == entry->second.end()) {
-        entry->second.push_back(rows);
-      }
+      entry->second.Add(model.StepRows(s, b));
     }
   }
   std::vector<std::string> notes;
@@ -84,40 +96,27 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
   if (skinny > 0) {
     std::string note = "split-K kernel for " + std::to_string(skinny) + " GEMM buckets (";
     for (std::size_t i = 0; i < skinny_rows.size(); ++i) {
-      note += (i > 0 ? "; linear " : "linear ") + skinny_rows[i].first + " at";
-      for (std::size_t r = 0; r < skinny_rows[i].second.size(); ++r) {
-        note += (r > 0 ? ", " : " ") + std::to_string(skinny_rows[i].second[r]);
-      }
-      note += " rows";
+      note += (i > 0 ? "; linear " : "linear ") + skinny_rows[i].first + " " +
+              skinny_rows[i].second.Text();
     }
     notes.push_back(note + ")");
   }
   if (norm > 0) {
-    std::string note = "GEMM + LayerNorm kernel for " + std::to_string(norm) + " GEMM buckets (at";
-    for (std::size_t r = 0; r < norm_rows.size(); ++r) {
-      note += (r > 0 ? ", " : " ") + std::to_string(norm_rows[r]);
-    }
-    notes.push_back(note + " rows)");
+    notes.push_back("GEMM + LayerNorm kernel for " + std::to_string(norm) + " GEMM buckets (" +
+                    norm_rows.Text() + ")");
   }
   int streaming = 0;
-  std::vector<std::int64_t> streaming_rows;
+  DistinctRows streaming_rows;
   for (std::size_t s = 0; s < tuning.layer_norm_schedules.size(); ++s) {
     for (std::size_t b = 0; b < tuning.layer_norm_schedules[s].size(); ++b) {
       if (tuning.layer_norm_schedules[s][b] != LayerNormSchedule::kStreaming) continue;
       ++streaming;
-      const std::int64_t rows = model.StepRows(s, b);
-      if (std::find(streaming_rows.begin(), streaming_rows.end(), rows) == streaming_rows.end()) {
-        streaming_rows.push_back(rows);
-      }
+      streaming_rows.Add(model.StepRows(s, b));
     }
   }
   if (streaming > 0) {
-    std::string note = "streaming LayerNorm for " + std::to_string(streaming) +
-                       " LayerNorm buckets (at";
-    for (std::size_t r = 0; r < streaming_rows.size(); ++r) {
-      note += (r > 0 ? ", " : " ") + std::to_string(streaming_rows[r]);
-    }
-    notes.push_back(note + " rows)");
+    notes.push_back("streaming LayerNorm for " + std::to_string(streaming) +
+                    " LayerNorm buckets (" + streaming_rows.Text() + ")");
   }
   return notes;
 }
