@@ -198,6 +198,8 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   // outputs reuse the key stages, free once the last tile is done.
   constexpr bool kStageQueries = (4 * kKeys + kItemRows) * kStride * 2 <= 48 * 1024;
   static_assert(2 * kKeys >= kItemRows, "the output tile fits in the key stages");
+  constexpr int kCopyVecs = kKeys * kRowVecs;  // 16-byte copies of K (and of V) a tile
+  constexpr int kCopiesPerThread = (kCopyVecs + kThreads - 1) / kThreads;
   // Two stages: the copy of tile i + 1 runs while the warps compute on tile i.
   __shared__ __align__(16) std::uint16_t k_s[2][kKeys][kStride];
   __shared__ __align__(16) std::uint16_t v_s[2][kKeys][kStride];
@@ -238,7 +240,13 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
     const std::uint16_t* keys = in + begin * stride + width + head;
     const std::uint16_t* values = keys + width;
     auto load_tile = [&](int key0, int stage) {
-      for (int e = threadIdx.x; e < kKeys * kRowVecs; e += kThreads) {
+      // A fixed number of copies a thread, unrolled: no loop test or index arithmetic beyond
+      // what the constants leave (where a row's vectors divide the block, each thread keeps
+      // one column and steps down the rows).
+#pragma unroll
+      for (int it = 0; it < kCopiesPerThread; ++it) {
+        const int e = threadIdx.x + it * kThreads;
+        if (kCopyVecs % kThreads != 0 && e >= kCopyVecs) break;
         const int j = e / kRowVecs;
         const int i = (e % kRowVecs) * kVec;
         // Keys past the end are zeros: their p is 0, and 0·V must not meet garbage (NaN).
@@ -281,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
 #pragma unroll
     for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY};  // running max of rows g and g + 8 (log2 domain)
-    float l[2] = {0.f, 0.f};              // running sums, complete across the row's 4 lanes
+    float l[2] = {0.f, 0.f};  // running sums of this lane's columns; the row's 4 lanes add at the end
 
     for (int key0 = 0, stage = 0; key0 < length; key0 += kKeys, stage ^= 1) {
       if (key0 + kKeys < length) {
@@ -315,46 +323,55 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
             Mma<T>::Run(s[n + 1], q[c], b[2], b[3]);
           }
         }
-        float tile_max[2] = {m[0], m[1]};
+        // The softmax works on raw scores: the scale is positive, so the max comes first and
+        // the scale goes into the exp2's argument as one fma (FlashAttention-2's order). The
+        // kernel issues more instructions than its warps can hide (Nsight Compute: 58 % of
+        // issue slots used, as many warps not selected as stalled on memory), so each one
+        // the softmax saves a tile counts.
+        if (key0 + kKeys > length) {  // block-uniform: only a sequence's last tile is partial
+#pragma unroll
+          for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              if (key0 + n * 8 + 2 * t + (e & 1) >= length) s[n][e] = -INFINITY;
+            }
+          }
+        }
+        float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int n = 0; n < kKeyTiles; ++n) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = key0 + n * 8 + 2 * t + (e & 1);
-            s[n][e] = key < length ? s[n][e] * scale_log2 : -INFINITY;
-            tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
-          }
+          for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
         }
         float correction[2];
-        float tile_sum[2] = {0.f, 0.f};
+        float neg_max[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 1));
           tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 2));
           // The tile holds key0 < length, so the max is finite and exp2(-inf) gives 0 on entry.
-          correction[r] = exp2f(m[r] - tile_max[r]);
-          m[r] = tile_max[r];
+          const float m_new = fmaxf(m[r], tile_max[r] * scale_log2);
+          correction[r] = exp2f(m[r] - m_new);
+          m[r] = m_new;
+          neg_max[r] = -m_new;
+          l[r] *= correction[r];
         }
 #pragma unroll
         for (int n = 0; n < kKeyTiles; ++n) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            s[n][e] = exp2f(s[n][e] - m[e / 2]);
-            tile_sum[e / 2] += s[n][e];
+            s[n][e] = exp2f(fmaf(s[n][e], scale_log2, neg_max[e / 2]));
+            l[e / 2] += s[n][e];
           }
         }
+        if (key0 > 0) {  // the first tile finds o all zeros: nothing to rescale
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 1);
-          tile_sum[r] += __shfl_xor_sync(kFullMask, tile_sum[r], 2);
-          l[r] = l[r] * correction[r] + tile_sum[r];
-        }
-#pragma unroll
-        for (int n = 0; n < kDimTiles; ++n) {
-          o[n][0] *= correction[0];
-          o[n][1] *= correction[0];
-          o[n][2] *= correction[1];
-          o[n][3] *= correction[1];
+          for (int n = 0; n < kDimTiles; ++n) {
+            o[n][0] *= correction[0];
+            o[n][1] *= correction[0];
+            o[n][2] *= correction[1];
+            o[n][3] *= correction[1];
+          }
         }
         // P·V, 16 keys a step: S's accumulators of key tiles 2k, 2k+1 are P's A fragment.
 #pragma unroll
@@ -382,6 +399,8 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
     auto* o_s = reinterpret_cast<std::uint16_t(*)[kStride]>(&k_s[0][0][0]) + warp * kRows;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+      l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
+      l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
       const float inv = 1.f / l[r];
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {
