@@ -324,10 +324,11 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
           }
         }
         // The softmax works on raw scores: the scale is positive, so the max comes first and
-        // the scale goes into the exp2's argument as one fma (FlashAttention-2's order). The
-        // kernel issues more instructions than its warps can hide (Nsight Compute: 58 % of
-        // issue slots used, as many warps not selected as stalled on memory), so each one
-        // the softmax saves a tile counts.
+        // the scale goes into the exp2's argument as one fma (FlashAttention-2's order), and
+        // only a partial tile is masked. This and the loop's other savings (row sums across
+        // the quad once, at the end; no rescale of the first tile's zeros; unrolled copies)
+        // cut the PTX by 16 % and head_dim 48's spills to none, but not the time at 128
+        // sequences (46.5 µs against 46.2, bench/RESULTS.md): issue slots were not the bound.
         if (key0 + kKeys > length) {  // block-uniform: only a sequence's last tile is partial
 #pragma unroll
           for (int n = 0; n < kKeyTiles; ++n) {
