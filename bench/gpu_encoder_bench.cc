@@ -572,13 +572,6 @@ int main(int argc, char** argv) {
                         kSeq) != 0) {
         return 1;
       }
-      // The heuristic's order against time: do more candidates find faster GEMMs where the
-      // pass is GEMM-bound (batches 32 and 128 at 1.4x and 1.3x the floor)?
-      if (PrintOptionAB("BERT-base layers, bf16, seq 128", AlgoCandidatesAB(), p, spec,
-                        tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
-                        kSeq) != 0) {
-        return 1;
-      }
       // The streaming LayerNorm timed faster alone at 16,384 rows (batch 128) and slower at
       // 4,096 (batch 32); batches 1 and 8 as controls.
       if (PrintOptionAB("BERT-base layers, bf16, seq 128", StreamingLayerNormAB(), p, spec,

@@ -45,21 +45,13 @@ OptionAB StreamingLayerNormAB() {
                   [](ltserve::ModelOptions& o) { o.streaming_layernorm = ltserve::OwnKernelMode::kOff; }};
 }
 
-OptionAB AlgoCandidatesAB() {
-  OptionAB ab{"32 cuBLASLt candidates timed per GEMM and bucket (algo_candidates 32) against 8",
-              "32", "8", [](ltserve::ModelOptions& o) { o.algo_candidates = 32; },
-              [](ltserve::ModelOptions& o) { o.algo_candidates = 8; }};
-  ab.same_algorithms = false;
-  return ab;
-}
-
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,
                   std::span<const std::int64_t> batches, std::int64_t seq) {
   const std::filesystem::path cache = std::filesystem::temp_directory_path() /
                                       ("ltserve_option_ab_" + std::to_string(std::random_device{}()));
-  spec.options.algo_cache_file = ab.same_algorithms ? cache.string() : std::string();
+  spec.options.algo_cache_file = cache.string();
   // Index 1 is A, 0 is B.
   std::unique_ptr<GpuForwardTimer> timers[2];
   for (int side = 1; side >= 0; --side) {
@@ -76,8 +68,8 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
     timers[side] = std::move(timer).value();
   }
   std::filesystem::remove(cache);
-  std::printf("\n%s, %s (%s), graph µs:\n\n", name.c_str(), ab.title.c_str(),
-              ab.same_algorithms ? "same cuBLASLt algorithms" : "each side timing its own");
+  std::printf("\n%s, %s (same cuBLASLt algorithms), graph µs:\n\n", name.c_str(),
+              ab.title.c_str());
   std::printf("| batch | %s | %s | %s / %s |\n|---:|---:|---:|---:|\n", ab.a_label.c_str(),
               ab.b_label.c_str(), ab.a_label.c_str(), ab.b_label.c_str());
   for (const std::int64_t batch : batches) {

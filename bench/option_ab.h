@@ -25,9 +25,6 @@ struct OptionAB {
   std::string b_label;
   std::function<void(ltserve::ModelOptions&)> set_a;
   std::function<void(ltserve::ModelOptions&)> set_b;
-  // False where the option is about which cuBLASLt algorithms are chosen: then each side
-  // times its own, with no cache file between them.
-  bool same_algorithms = true;
 };
 
 // Prints a markdown table: per batch, the median graph µs as A and as B and their ratio.
@@ -44,6 +41,5 @@ OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off
 OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off
-OptionAB AlgoCandidatesAB();  // 32 cuBLASLt heuristic candidates timed per GEMM against 8
 
 }  // namespace ltserve_bench
