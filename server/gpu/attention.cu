@@ -259,7 +259,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
     };
     __syncthreads();  // the previous item's warps are done with both stages and the queries
     // This warp's 16 query rows as A fragments; rows past the end are zeros and never stored.
-    std::uint32_t q[kChunks][4] = {};
+    // Staged queries are read from shared memory each tile instead of held in registers
+    // across the loop: at head_dim 64 those 16 registers are what the cap of 128 spilled.
+    std::uint32_t q[kStageQueries ? 1 : kChunks][4] = {};
     if constexpr (kStageQueries) {
       // In the first tile's copy group; read into fragments once that group has landed.
       for (int e = threadIdx.x; e < kItemRows * kRowVecs; e += kThreads) {
@@ -299,28 +301,27 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
         WaitCopies<0>();
       }
       __syncthreads();  // every thread's copies of this tile are visible
-      if constexpr (kStageQueries) {
-        if (key0 == 0 && warp_active) {
-          // Tiles: rows lo, rows hi of dims lo, then of dims hi: the A fragment's order.
-#pragma unroll
-          for (int c = 0; c < kChunks; ++c) {
-            LoadTiles(q[c], &q_s[warp * kRows + (tile % 2) * 8 + tile_row][c * 16 + (tile / 2) * 8]);
-          }
-        }
-      }
       if (warp_active) {
         float s[kKeyTiles][4];
 #pragma unroll
         for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
+          std::uint32_t q_frag[4];
+          if constexpr (kStageQueries) {
+            // Tiles: rows lo, rows hi of dims lo, then of dims hi: the A fragment's order.
+            LoadTiles(q_frag, &q_s[warp * kRows + (tile % 2) * 8 + tile_row][c * 16 + (tile / 2) * 8]);
+          } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) q_frag[i] = q[c][i];
+          }
 #pragma unroll
           for (int n = 0; n < kKeyTiles; n += 2) {
             // Tiles: keys of n (dims lo, hi), then keys of n + 1 (lo, hi).
             std::uint32_t b[4];
             LoadTiles(b, &k_s[stage][(n + tile / 2) * 8 + tile_row][c * 16 + (tile % 2) * 8]);
-            Mma<T>::Run(s[n], q[c], b[0], b[1]);
-            Mma<T>::Run(s[n + 1], q[c], b[2], b[3]);
+            Mma<T>::Run(s[n], q_frag, b[0], b[1]);
+            Mma<T>::Run(s[n + 1], q_frag, b[2], b[3]);
           }
         }
         // The softmax works on raw scores: the scale is positive, so the max comes first and
