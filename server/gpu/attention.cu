@@ -258,12 +258,14 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
       CommitCopies();
     };
     __syncthreads();  // the previous item's warps are done with both stages and the queries
-    // This warp's 16 query rows as A fragments; rows past the end are zeros and never stored.
-    // Staged queries are read from shared memory each tile instead of held in registers
-    // across the loop: at head_dim 64 those 16 registers are what the cap of 128 spilled.
+    // This warp's 16 query rows as A fragments, in registers where the queries are not staged;
+    // rows past the end are zeros and never stored. Staged queries are read from shared memory
+    // every tile instead: held across the loop, their 16 registers made the head_dim-64 kernel
+    // spill 40 bytes under its cap of 128 (8 now; local loads a launch at 128 sequences from
+    // 12.6 to 3.1 MB, 45.7 to 44.4 µs under Nsight Compute, bench/RESULTS.md).
     std::uint32_t q[kStageQueries ? 1 : kChunks][4] = {};
     if constexpr (kStageQueries) {
-      // In the first tile's copy group; read into fragments once that group has landed.
+      // In the first tile's copy group, read by ldmatrix once that group has landed.
       for (int e = threadIdx.x; e < kItemRows * kRowVecs; e += kThreads) {
         const int j = e / kRowVecs;
         const int i = (e % kRowVecs) * kVec;
