@@ -43,9 +43,6 @@ std::string Fingerprint(int device) {
          std::to_string(properties.minor) + " cublasLt " + std::to_string(cublasLtGetVersion());
 }
 
-// The load log's account of the executor's own GEMM kernels: how many (step, bucket) pairs run
-// the small-batch kernel, and which layer shapes run the split-K kernel at which row counts
-// (each layer shape once, however many layers share it).
 // Row counts in order of first use, each once, for a load-log note: "at 8, 32, 1024 rows".
 class DistinctRows {
  public:
@@ -64,6 +61,9 @@ class DistinctRows {
   std::vector<std::int64_t> rows_;
 };
 
+// The load log's account of the executor's own kernels: how many (step, bucket) pairs run the
+// small-batch, split-K, GEMM + LayerNorm and streaming LayerNorm kernels, and at which row
+// counts (for split-K per layer shape, each shape once however many layers share it).
 std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning& tuning) {
   int small_batch = 0;
   int skinny = 0;
