@@ -10,6 +10,8 @@ constexpr const char* kHeader = "# ltserve cuBLASLt algorithm cache v1: ";
 constexpr std::size_t kAlgoWords = sizeof(cublasLtMatmulAlgo_t{}.data) / sizeof(std::uint64_t);
 // A kernel line starts with this word, then the key, then GemmKernel::ToText.
 constexpr const char* kKernelTag = "kernel";
+// A choice line: this word, the key, the chosen word.
+constexpr const char* kChoiceTag = "choice";
 
 }  // namespace
 
@@ -31,6 +33,17 @@ Status AlgoCache::Load(const std::filesystem::path& path) {
     std::string key;
     cublasLtMatmulAlgo_t algo{};
     fields >> key;
+    if (key == kChoiceTag) {
+      std::string word;
+      std::string extra;
+      fields >> key >> word >> extra;
+      if (key.empty() || word.empty() || !extra.empty()) {
+        return InvalidArgument("algorithm cache " + path.string() + " line " +
+                               std::to_string(line_number) + " is malformed");
+      }
+      choices_[key] = word;
+      continue;
+    }
     if (key == kKernelTag) {
       std::string rest;
       fields >> key;
@@ -68,6 +81,7 @@ Status AlgoCache::Save(const std::filesystem::path& path) const {
     for (const auto& [key, kernel] : kernels_) {
       out << kKernelTag << ' ' << key << ' ' << kernel.ToText() << "\n";
     }
+    for (const auto& [key, word] : choices_) out << kChoiceTag << ' ' << key << ' ' << word << "\n";
     if (!out) return Unavailable("cannot write algorithm cache " + temporary.string());
   }
   std::error_code error;
@@ -79,6 +93,11 @@ Status AlgoCache::Save(const std::filesystem::path& path) const {
 const GemmKernel* AlgoCache::FindKernel(const std::string& key) const {
   const auto it = kernels_.find(key);
   return it == kernels_.end() ? nullptr : &it->second;
+}
+
+const std::string* AlgoCache::FindChoice(const std::string& key) const {
+  const auto it = choices_.find(key);
+  return it == choices_.end() ? nullptr : &it->second;
 }
 
 const cublasLtMatmulAlgo_t* AlgoCache::Find(const std::string& key) const {
