@@ -79,19 +79,48 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->chain_scratch_.data(), 0, bytes, state->stream()));
     }
   }
-  state->gemms_.resize(model->steps().size());
-  for (std::size_t s = 0; s < model->steps().size(); ++s) {
-    const auto* step = std::get_if<GemmStep>(&model->steps()[s]);
-    if (step == nullptr) continue;
-    for (std::size_t b = 0; b < model->buckets().size(); ++b) {
-      LTSERVE_ASSIGN_OR_RETURN(
-          Gemm gemm, Gemm::Create(options.precision, step->Shape(model->StepRows(s, b))));
-      if (model->tuned()) gemm.set_algo(model->Algo(s, b));
-      state->gemms_[s].push_back(std::move(gemm));
+  LTSERVE_RETURN_IF_ERROR(state->CreateGemms());
+  for (std::size_t b = 0; b < model->buckets().size(); ++b) {
+    if (model->HalfBucket(b) != kNoHalf) {
+      LTSERVE_RETURN_IF_ERROR(state->EnsureSideLane());
+      break;
     }
   }
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state->stream()));
   return state;
+}
+
+Status DeviceState::CreateGemms() {
+  const GpuModel& model = *model_;
+  gemms_.clear();
+  gemms_.resize(model.steps().size());
+  for (std::size_t s = 0; s < model.steps().size(); ++s) {
+    const auto* step = std::get_if<GemmStep>(&model.steps()[s]);
+    if (step == nullptr) continue;
+    for (std::size_t b = 0; b < model.buckets().size(); ++b) {
+      LTSERVE_ASSIGN_OR_RETURN(
+          Gemm gemm, Gemm::Create(model.options().precision, step->Shape(model.StepRows(s, b))));
+      if (model.tuned()) gemm.set_algo(model.Algo(s, b));
+      gemms_[s].push_back(std::move(gemm));
+    }
+  }
+  return Status::Ok();
+}
+
+Status DeviceState::EnsureSideLane() {
+  if (side_stream_ != nullptr) return Status::Ok();
+  LTSERVE_ASSIGN_OR_RETURN(side_workspace_,
+                           DeviceBuffer::Create(workspace_.bytes(), "second stream's cuBLASLt workspace"));
+  LTSERVE_ASSIGN_OR_RETURN(part_, CreateEvent(/*timing=*/false));
+  LTSERVE_ASSIGN_OR_RETURN(meet_, CreateEvent(/*timing=*/false));
+  LTSERVE_ASSIGN_OR_RETURN(side_stream_, CreateStream());
+  return Status::Ok();
+}
+
+void* DeviceState::ValueRow(plan::ValueId id, std::int64_t row) const {
+  const auto width = static_cast<std::size_t>(model_->plan().values()[id].width);
+  return static_cast<std::byte*>(Value(id)) +
+         static_cast<std::size_t>(row) * width * ElemSize(StorageType(model_->options().precision));
 }
 
 void* DeviceState::input_device() const {
@@ -103,34 +132,61 @@ const void* DeviceState::output_device() const {
   return output_io_.data() != nullptr ? output_io_.data() : Value(model_->plan().output());
 }
 
-Status DeviceState::RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket) {
+Status DeviceState::RunRowLocal(std::size_t step_index, std::size_t bucket, const Lane& lane) {
+  const plan::Plan& plan = model_->plan();
+  const ElemType storage = StorageType(model_->options().precision);
   const std::int64_t rows = model_->StepRows(step_index, bucket);
-  const GemmKernel& kernel = model_->Kernel(step_index, bucket);
-  if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, step, rows);
-  const Gemm& gemm = gemms_[step_index][bucket];
-  return RunCublasLt(step, rows, [&](const GemmOperands& operands) {
-    return gemm.Run(handle_.get(), operands, workspace_.data(), workspace_.bytes(), stream());
-  });
+  const std::int64_t row = lane.first_row;
+  const Step& step = model_->steps()[step_index];
+  if (const auto* gemm = std::get_if<GemmStep>(&step)) {
+    const GemmKernel& kernel = model_->Kernel(step_index, bucket);
+    if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, *gemm, rows, lane);
+    const Gemm& descriptor = gemms_[step_index][bucket];
+    return RunCublasLt(*gemm, rows, lane, [&](const GemmOperands& operands) {
+      return descriptor.Run(handle_.get(), operands, lane.workspace, lane.workspace_bytes,
+                            lane.stream);
+    });
+  }
+  if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
+    const void* residual =
+        pointwise->residual == plan::kNoValue ? nullptr : ValueRow(pointwise->residual, row);
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPointwise(
+        ValueRow(pointwise->input, row), nullptr, residual, ValueRow(pointwise->output, row), rows,
+        plan.values()[pointwise->output].width, pointwise->activation, storage, lane.stream));
+    return Status::Ok();
+  }
+  if (const auto* norm = std::get_if<LayerNormStep>(&step)) {
+    const void* residual = norm->residual == plan::kNoValue ? nullptr : ValueRow(norm->residual, row);
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchLayerNorm(
+        ValueRow(norm->input, row), residual,
+        static_cast<const float*>(model_->Weight(norm->gamma_offset)),
+        static_cast<const float*>(model_->Weight(norm->beta_offset)), ValueRow(norm->output, row),
+        rows, plan.values()[norm->output].width, norm->eps, storage, programmatic_, lane.stream,
+        model_->NormSchedule(step_index, bucket)));
+    return Status::Ok();
+  }
+  return Internal("plan step " + std::to_string(step_index) + " is not row-local");
 }
 
-Status DeviceState::RunCublasLt(const GemmStep& step, std::int64_t rows,
+Status DeviceState::RunCublasLt(const GemmStep& step, std::int64_t rows, const Lane& lane,
                                 const std::function<Status(const GemmOperands&)>& matmul) {
-  const GemmOperands operands = Operands(*model_, step);
+  const GemmOperands operands = Operands(*model_, step, lane.first_row);
   LTSERVE_RETURN_IF_ERROR(matmul(operands));
   if (!step.needs_pointwise) return Status::Ok();
   const bool has_residual = step.residual != plan::kNoValue;
   const void* bias = step.fused ? nullptr : model_->Weight(step.bias_offset);
-  const void* residual = !step.fused && has_residual ? Value(step.residual) : nullptr;
+  const void* residual =
+      !step.fused && has_residual ? ValueRow(step.residual, lane.first_row) : nullptr;
   LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPointwise(operands.output, bias, residual, operands.output,
                                                rows, step.n, step.after,
                                                StorageType(model_->options().precision),
-                                               stream()));
+                                               lane.stream));
   return Status::Ok();
 }
 
 Status DeviceState::RunOwnKernel(const GemmKernel& kernel, const GemmStep& step,
-                                 std::int64_t rows) {
-  const GemmOperands o = Operands(*model_, step);
+                                 std::int64_t rows, const Lane& lane) {
+  const GemmOperands o = Operands(*model_, step, lane.first_row);
   const plan::Activation act = step.Effective(model_->options().gelu);
   const ElemType storage = StorageType(model_->options().precision);
   if (kernel.kind == GemmKernel::Kind::kChain || kernel.kind == GemmKernel::Kind::kNormGemm) {
@@ -139,11 +195,11 @@ Status DeviceState::RunOwnKernel(const GemmKernel& kernel, const GemmStep& step,
   if (kernel.kind == GemmKernel::Kind::kSmallBatch) {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(o.input, o.weight, o.bias, o.residual,
                                                         o.output, rows, step.n, step.k, act,
-                                                        storage, programmatic_, stream()));
+                                                        storage, programmatic_, lane.stream));
   } else {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSkinnyGemm(kernel.skinny, o.input, o.weight, o.bias,
                                                   o.residual, o.output, rows, step.n, step.k,
-                                                  act, storage, programmatic_, stream()));
+                                                  act, storage, programmatic_, lane.stream));
   }
   return Status::Ok();
 }
@@ -260,15 +316,47 @@ Status DeviceState::ConvertOutputTo(std::size_t bucket, void* to) {
 }
 
 Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_marks) {
+  // Per-step marks time the steps one after another: halves would blur them.
+  return RunStepsSplit(bucket, step_marks.empty() ? model_->HalfBucket(bucket) : kNoHalf,
+                       step_marks);
+}
+
+Status DeviceState::RunHalves(std::size_t first, std::size_t end, std::size_t half) {
+  Lane second{halves_on_one_stream_ ? stream() : side_stream_.get(), side_workspace_.data(),
+              side_workspace_.bytes(), model_->buckets()[half]};
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(part_.get(), stream()));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(second.stream, part_.get()));
+  // Step by step, alternating: outside a graph both streams get their next kernel early.
+  for (std::size_t s = first; s < end; ++s) {
+    LTSERVE_RETURN_IF_ERROR(RunRowLocal(s, half, MainLane()));
+    LTSERVE_RETURN_IF_ERROR(RunRowLocal(s, half, second));
+  }
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(meet_.get(), second.stream));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream(), meet_.get()));
+  return Status::Ok();
+}
+
+Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
+                                  std::span<const Event> step_marks) {
   const GpuModelOptions& options = model_->options();
   const plan::Plan& plan = model_->plan();
   const ElemType storage = StorageType(options.precision);
   const std::int64_t rows = model_->buckets()[bucket];
   const std::vector<ChainRun>& chains = model_->Chains(bucket);
+  if (half != kNoHalf && (side_stream_ == nullptr || !chains.empty())) {
+    return Internal("bucket " + std::to_string(rows) + " rows cannot run as two halves");
+  }
   auto chain = chains.begin();
   for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
     const std::int64_t step_rows = model_->StepRows(s, bucket);
+    if (half != kNoHalf && model_->RowLocal(s)) {
+      std::size_t end = s + 1;
+      while (end < model_->steps().size() && model_->RowLocal(end)) ++end;
+      LTSERVE_RETURN_IF_ERROR(RunHalves(s, end, half));
+      s = end - 1;
+      continue;
+    }
     if (chain != chains.end() && chain->first_step == s) {
       LTSERVE_RETURN_IF_ERROR(RunChain(model_->steps(), *chain, step_rows));
       // The run's steps end together: each of their marks is the launch's end.
@@ -286,21 +374,9 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
         LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
       }
       ++s;
-    } else if (gemm != nullptr) {
-      LTSERVE_RETURN_IF_ERROR(RunGemm(s, *gemm, bucket));
-    } else if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
-      const void* residual =
-          pointwise->residual == plan::kNoValue ? nullptr : Value(pointwise->residual);
-      LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPointwise(
-          Value(pointwise->input), nullptr, residual, Value(pointwise->output), step_rows,
-          plan.values()[pointwise->output].width, pointwise->activation, storage, stream()));
-    } else if (const auto* norm = std::get_if<LayerNormStep>(&step)) {
-      const void* residual = norm->residual == plan::kNoValue ? nullptr : Value(norm->residual);
-      LTSERVE_CUDA_RETURN_IF_ERROR(LaunchLayerNorm(
-          Value(norm->input), residual, static_cast<const float*>(model_->Weight(norm->gamma_offset)),
-          static_cast<const float*>(model_->Weight(norm->beta_offset)), Value(norm->output),
-          step_rows, plan.values()[norm->output].width, norm->eps, storage, programmatic_,
-          stream(), model_->NormSchedule(s, bucket)));
+    } else if (gemm != nullptr || std::holds_alternative<PointwiseStep>(step) ||
+               std::holds_alternative<LayerNormStep>(step)) {
+      LTSERVE_RETURN_IF_ERROR(RunRowLocal(s, bucket, MainLane()));
     } else if (const auto* attention = std::get_if<AttentionStep>(&step)) {
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
@@ -324,11 +400,13 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
   }
   return Status::Ok();
 }
-GemmOperands DeviceState::Operands(const GpuModel& model, const GemmStep& step) const {
-  return GemmOperands{model.Weight(step.weight_offset), Value(step.input),
-                      step.fused ? model.Weight(step.bias_offset) : nullptr,
-                      step.fused && step.residual != plan::kNoValue ? Value(step.residual) : nullptr,
-                      Value(step.output)};
+GemmOperands DeviceState::Operands(const GpuModel& model, const GemmStep& step,
+                                   std::int64_t first_row) const {
+  return GemmOperands{
+      model.Weight(step.weight_offset), ValueRow(step.input, first_row),
+      step.fused ? model.Weight(step.bias_offset) : nullptr,
+      step.fused && step.residual != plan::kNoValue ? ValueRow(step.residual, first_row) : nullptr,
+      ValueRow(step.output, first_row)};
 }
 
 }  // namespace ltserve::gpu

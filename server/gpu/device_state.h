@@ -4,6 +4,15 @@
 // cuBLASLt descriptor set per GEMM and bucket, and for a model with attention the buffer
 // describing a batch's sequences. Forward() only enqueues work.
 //
+// Where tuning chose two_stream_halves for a bucket, each run of row-local steps (GEMMs,
+// LayerNorms, pointwise steps: GpuModel::RowLocal) is enqueued as two halves of the bucket's
+// rows, the first on the instance's stream and the second on a side stream with a cuBLASLt
+// workspace of its own, each half with the kernels chosen for the bucket of half the rows;
+// the two streams part (an event) before the run and meet (another) after it, so attention
+// and the other whole-batch steps see every row. In a captured graph the halves are two
+// branches, and one half's kernels can take the SMs that the other half's kernel tails leave
+// idle. The halves compute what the whole bucket would, with the half bucket's algorithms.
+//
 // Thread-safety: one thread at a time.
 #pragma once
 
@@ -67,6 +76,11 @@ class DeviceState {
   Status RunSteps(std::size_t bucket, std::span<const Event> step_marks = {});
   Status ConvertOutputTo(std::size_t bucket, void* host_output);
 
+  // Benchmarks only (bench/gpu_forward_timer.h), before any capture: a bucket's halves one
+  // after the other on the instance's stream instead of side by side on two, to tell what the
+  // half bucket's kernels change from what running the halves at once does.
+  void set_halves_on_one_stream(bool one_stream) { halves_on_one_stream_ = one_stream; }
+
   // Chooses every GEMM's algorithm of an untuned model on a state of its own, turning a layer
   // cuBLASLt cannot fuse into matmul + pointwise; uses and updates the model's algorithm cache
   // file. Returns the tuned model (GpuModel::WithTuning); `model` is left as it was.
@@ -74,12 +88,32 @@ class DeviceState {
 
  private:
   DeviceState() = default;
-  Status RunGemm(std::size_t step_index, const GemmStep& step, std::size_t bucket);
+  // Where a step's work goes: the stream, the cuBLASLt workspace for that stream, and the
+  // first of the rows it computes (0, or a bucket's second half).
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    void* workspace = nullptr;
+    std::size_t workspace_bytes = 0;
+    std::int64_t first_row = 0;
+  };
+  Lane MainLane() const { return Lane{stream(), workspace_.data(), workspace_.bytes(), 0}; }
+  // One cuBLASLt descriptor per GEMM step and bucket, with the model's algorithms when tuned.
+  Status CreateGemms();
+  // The side stream, its workspace and the two events of two_stream_halves, once.
+  Status EnsureSideLane();
+  // RunSteps with each run of row-local steps as two halves of `half`'s rows, or whole
+  // (half == kNoHalf).
+  Status RunStepsSplit(std::size_t bucket, std::size_t half, std::span<const Event> step_marks);
+  // Row-local steps first..end-1 as two halves, each computing `half`'s rows.
+  Status RunHalves(std::size_t first, std::size_t end, std::size_t half);
+  // A GEMM, pointwise or LayerNorm step over `bucket`'s rows from lane.first_row on.
+  Status RunRowLocal(std::size_t step_index, std::size_t bucket, const Lane& lane);
   // `matmul` (a cuBLASLt run on the step's operands), then the pointwise step for what did
   // not fuse.
-  Status RunCublasLt(const GemmStep& step, std::int64_t rows,
+  Status RunCublasLt(const GemmStep& step, std::int64_t rows, const Lane& lane,
                      const std::function<Status(const GemmOperands&)>& matmul);
-  Status RunOwnKernel(const GemmKernel& kernel, const GemmStep& step, std::int64_t rows);
+  Status RunOwnKernel(const GemmKernel& kernel, const GemmStep& step, std::int64_t rows,
+                      const Lane& lane);
   // The layers of steps first..last of `steps` for the layer-chain kernel, on this state's
   // buffers; false when there are more than kChainMaxLayers.
   bool ChainLayers(const std::vector<Step>& steps, std::size_t first, std::size_t last,
@@ -102,6 +136,12 @@ class DeviceState {
   // bucket the streaming one takes (and no GEMM + LayerNorm launch covers), and records in
   // tuning.layer_norm_schedules where it wins (kAuto: clearly; kAlways: wherever it runs).
   Status ChooseLayerNormSchedules(GemmTuning& tuning);
+  // Tune's, last: on this state switched to `tuned` (the model with every other choice made),
+  // times each bucket HalfBucketCandidate allows whole and as two halves, whole passes on
+  // sequences of up to 128 tokens, and records in tuning.half_buckets where the halves win
+  // (kAuto: clearly; kAlways: wherever they run); the choice is kept in `cache`.
+  Status ChooseHalves(std::shared_ptr<const GpuModel> tuned, GemmTuning& tuning, AlgoCache& cache,
+                      int* from_cache);
   // Tune's: GEMM step `s` of `tuning` at bucket `b` with the kernel tuning chose for it;
   // `gemm` is the step's cuBLASLt descriptor at `rows`, used when that kernel is cuBLASLt.
   Status RunTunedStep(const GemmTuning& tuning, std::size_t s, std::size_t b, const Gemm& gemm,
@@ -109,18 +149,28 @@ class DeviceState {
   Result<std::optional<ChainRun>> TimeChain(const GemmTuning& tuning, std::size_t first,
                                             std::size_t last, std::size_t bucket, bool always);
   Status RunEmbed(const EmbedStep& step, std::size_t bucket);
-  GemmOperands Operands(const GpuModel& model, const GemmStep& step) const;
+  GemmOperands Operands(const GpuModel& model, const GemmStep& step,
+                        std::int64_t first_row = 0) const;
   Result<cublasLtMatmulAlgo_t> ChooseAlgo(const GpuModel& model, const GemmStep& step,
                                           std::int64_t rows, AlgoCache& cache, int* from_cache);
   Result<GemmKernel> ChooseKernel(const GemmStep& step, std::int64_t rows,
                                   const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
                                   int* from_cache);
   void* Value(plan::ValueId id) const { return values_[static_cast<std::size_t>(id)].data(); }
+  // Row `row` of value `id` (width from the plan, the storage dtype).
+  void* ValueRow(plan::ValueId id, std::int64_t row) const;
 
   std::shared_ptr<const GpuModel> model_;
   Stream stream_;
   LtHandle handle_;
   DeviceBuffer workspace_;
+  // two_stream_halves' second stream, its cuBLASLt workspace, and the events where the
+  // streams part and meet; created only for a model that runs halves (and by Tune).
+  Stream side_stream_;
+  DeviceBuffer side_workspace_;
+  Event part_;
+  Event meet_;
+  bool halves_on_one_stream_ = false;
   std::vector<DeviceBuffer> values_;
   DeviceBuffer input_io_;   // only when the input dtype differs from the compute dtype
   DeviceBuffer output_io_;  // likewise for the output

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <optional>
@@ -121,6 +122,48 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
   return notes;
 }
 
+// The cache key of two_stream_halves' choice at `bucket` (halves of `half`): the precision,
+// both row counts, the mode, and a digest (FNV-1a, 64 bits) of every step with the GEMM
+// kernels chosen for it at both buckets: what decides the bits either way, so a file shared
+// by several models, or kept across a change of kernels, never answers for another pass.
+// Options that change timing but not bits (programmatic launch, LayerNorm's schedule, graphs)
+// are left out: loads that differ only in them share the choice and so give the same bits.
+std::string HalvesKey(const GpuModel& model, std::size_t bucket, std::size_t half) {
+  std::string text;
+  for (std::size_t s = 0; s < model.steps().size(); ++s) {
+    const Step& step = model.steps()[s];
+    text += std::to_string(step.index()) + ":";
+    if (const auto* gemm = std::get_if<GemmStep>(&step)) {
+      text += std::to_string(gemm->k) + ">" + std::to_string(gemm->n) + "," +
+              std::to_string(static_cast<int>(gemm->Effective(model.options().gelu))) +
+              (gemm->bias_offset != kNoOffset ? ",b" : "") +
+              (gemm->residual != plan::kNoValue ? ",r" : "") + (gemm->fused ? ",f" : "") + "," +
+              model.Kernel(s, bucket).ToText() + "," + model.Kernel(s, half).ToText();
+    } else if (const auto* norm = std::get_if<LayerNormStep>(&step)) {
+      text += std::to_string(model.plan().values()[norm->output].width) +
+              (norm->residual != plan::kNoValue ? ",r" : "");
+    } else if (const auto* attention = std::get_if<AttentionStep>(&step)) {
+      text += std::to_string(attention->num_heads) + "x" + std::to_string(attention->head_dim);
+    } else if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
+      text += std::to_string(static_cast<int>(pointwise->activation)) +
+              (pointwise->residual != plan::kNoValue ? ",r" : "");
+    }
+    text += ";";
+  }
+  std::uint64_t digest = 14695981039346656037ull;
+  for (const char c : text) {
+    digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(digest));
+  const GpuModelOptions& options = model.options();
+  return std::string("halves,") + PrecisionName(options.precision) +
+         ",rows=" + std::to_string(model.buckets()[bucket]) +
+         ",half=" + std::to_string(model.buckets()[half]) +
+         (options.two_stream_halves == OwnKernelMode::kAlways ? ",always" : ",auto") +
+         ",steps=" + hex;
+}
+
 }  // namespace
 
 // The algorithm for one GEMM step at one bucket: from the cache when it still applies, else
@@ -202,14 +245,14 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
   if (!replace) {
     LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
     LTSERVE_ASSIGN_OR_RETURN(best_ms, TimeColdOnStream([&] {
-      return RunCublasLt(step, rows, [&](const GemmOperands& operands) {
+      return RunCublasLt(step, rows, MainLane(), [&](const GemmOperands& operands) {
         return gemm.RunWith(algo, handle_.get(), operands, workspace_.data(), workspace_.bytes(),
                             stream());
       });
     }, flush_, stream()));
   }
   for (const GemmKernel& challenger : challengers) {
-    Result<float> ms = TimeColdOnStream([&] { return RunOwnKernel(challenger, step, rows); },
+    Result<float> ms = TimeColdOnStream([&] { return RunOwnKernel(challenger, step, rows, MainLane()); },
                                         flush_, stream());
     if (!ms.ok()) {
       if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
@@ -398,8 +441,8 @@ Status DeviceState::RunTunedStep(const GemmTuning& tuning, std::size_t s, std::s
                                  const Gemm& gemm, std::int64_t rows) {
   const auto& step = std::get<GemmStep>(tuning.steps[s]);
   const GemmKernel& kernel = tuning.kernels[s][b];
-  if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, step, rows);
-  return RunCublasLt(step, rows, [&](const GemmOperands& operands) {
+  if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, step, rows, MainLane());
+  return RunCublasLt(step, rows, MainLane(), [&](const GemmOperands& operands) {
     return gemm.RunWith(tuning.algos[s][b], handle_.get(), operands, workspace_.data(),
                         workspace_.bytes(), stream());
   });
@@ -460,6 +503,82 @@ Status DeviceState::ChooseLayerNormSchedules(GemmTuning& tuning) {
       }
       tuning.layer_norm_schedules[s][b] = choice->second;
     }
+  }
+  return Status::Ok();
+}
+
+// Whole passes, back to back (TimeOnStream): what the halves change is how one kernel's tail
+// meets the next kernels, which no single step's timing shows. Attention needs sequences to
+// read; any split of the rows serves, so sequences of up to 128 tokens (fewer and longer
+// where a pooled plan holds fewer sequences). The choice changes which algorithms compute a
+// row (the half bucket's), so like a kernel choice it is kept in the cache file, under a key
+// naming the bucket and a digest of every step and of the kernels chosen at both buckets: a
+// restart with the same file runs the same schedule, bit for bit.
+Status DeviceState::ChooseHalves(std::shared_ptr<const GpuModel> tuned, GemmTuning& tuning,
+                                 AlgoCache& cache, int* from_cache) {
+  const GpuModelOptions& options = tuned->options();
+  const std::size_t buckets = tuned->buckets().size();
+  tuning.half_buckets.assign(buckets, kNoHalf);
+  if (options.two_stream_halves == OwnKernelMode::kOff) return Status::Ok();
+  std::vector<std::size_t> candidates(buckets, kNoHalf);
+  bool any = false;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    candidates[b] = tuned->HalfBucketCandidate(b);
+    any = any || candidates[b] != kNoHalf;
+  }
+  if (!any) return Status::Ok();
+  model_ = std::move(tuned);
+  LTSERVE_RETURN_IF_ERROR(CreateGemms());  // the tuned steps' descriptors and algorithms
+  LTSERVE_RETURN_IF_ERROR(EnsureSideLane());
+  const bool always = options.two_stream_halves == OwnKernelMode::kAlways;
+  DistinctRows chosen;
+  int count = 0;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    if (candidates[b] == kNoHalf) continue;
+    const std::int64_t rows = model_->buckets()[b];
+    const std::string key = HalvesKey(*model_, b, candidates[b]);
+    if (const std::string* cached = cache.FindChoice(key); cached != nullptr) {
+      ++*from_cache;
+      if (*cached == "halves") {
+        tuning.half_buckets[b] = candidates[b];
+        ++count;
+        chosen.Add(rows);
+      }
+      continue;
+    }
+    if (attention_batch_.has_value()) {
+      std::int64_t length = std::min<std::int64_t>(rows, 128);
+      if (options.capacity_sequences > 0) {
+        length = std::max(length, (rows + options.capacity_sequences - 1) / options.capacity_sequences);
+      }
+      std::vector<std::int32_t> lengths(static_cast<std::size_t>(rows / length),
+                                        static_cast<std::int32_t>(length));
+      if (rows % length != 0) lengths.push_back(static_cast<std::int32_t>(rows % length));
+      LTSERVE_RETURN_IF_ERROR(SetSequences(lengths));
+    }
+    const auto pass = [&](std::size_t half) { return RunStepsSplit(b, half, {}); };
+    bool halves = always;
+    if (always) {
+      // Run once, so that a launch error is a load error rather than a request's.
+      LTSERVE_RETURN_IF_ERROR(pass(candidates[b]));
+    } else {
+      LTSERVE_ASSIGN_OR_RETURN(const float whole_ms,
+                               TimeOnStream([&] { return pass(kNoHalf); }, stream()));
+      LTSERVE_ASSIGN_OR_RETURN(const float halves_ms,
+                               TimeOnStream([&] { return pass(candidates[b]); }, stream()));
+      halves = ClearlyFaster(halves_ms, whole_ms);
+    }
+    cache.PutChoice(key, halves ? "halves" : "whole");
+    if (!halves) continue;
+    tuning.half_buckets[b] = candidates[b];
+    ++count;
+    chosen.Add(rows);
+  }
+  LTSERVE_RETURN_IF_ERROR(SetSequences({}));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
+  if (count > 0) {
+    tuning.notes.push_back("two-stream halves for " + std::to_string(count) + " buckets (" +
+                           chosen.Text() + ")");
   }
   return Status::Ok();
 }
@@ -530,6 +649,14 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
   if (!state->own_kernel_failure_.empty()) {
     tuning.notes.push_back("an own GEMM kernel failed to run and was left out (first failure: " +
                            state->own_kernel_failure_ + ")");
+  }
+  // Last: it times whole passes, every other choice made.
+  int halves_from_cache = 0;
+  LTSERVE_RETURN_IF_ERROR(
+      state->ChooseHalves(model->WithTuning(tuning), tuning, cache, &halves_from_cache));
+  if (halves_from_cache > 0) {
+    tuning.notes.push_back(std::to_string(halves_from_cache) +
+                           " two-stream halves choices from the cache");
   }
   if (!options.algo_cache_file.empty() && cache.size() != cached_before) {
     LTSERVE_RETURN_IF_ERROR(cache.Save(options.algo_cache_file));

@@ -187,6 +187,7 @@ std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
   tuned->kernels_ = std::move(tuning.kernels);
   tuned->chains_ = std::move(tuning.chains);
   tuned->layer_norm_schedules_ = std::move(tuning.layer_norm_schedules);
+  tuned->half_buckets_ = std::move(tuning.half_buckets);
   tuned->notes_.insert(tuned->notes_.end(), tuning.notes.begin(), tuning.notes.end());
   tuned->tuned_ = true;
   return tuned;
@@ -195,6 +196,40 @@ std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
 const std::vector<ChainRun>& GpuModel::Chains(std::size_t bucket) const {
   static const std::vector<ChainRun> kNone;
   return bucket < chains_.size() ? chains_[bucket] : kNone;
+}
+
+bool GpuModel::RowLocal(std::size_t step) const {
+  if (step >= steps_.size() || step >= plan_->pool_index()) return false;
+  const Step& s = steps_[step];
+  return std::holds_alternative<GemmStep>(s) || std::holds_alternative<PointwiseStep>(s) ||
+         std::holds_alternative<LayerNormStep>(s);
+}
+
+std::size_t GpuModel::HalfBucketCandidate(std::size_t bucket, const GemmTuning* tuning) const {
+  // Below this many rows a half's kernels are launches and round trips, the same whether one
+  // or two run at a time: nothing for the other half to fill.
+  constexpr std::int64_t kMinHalfRows = 128;
+  if (bucket >= buckets_.size() || buckets_[bucket] % 2 != 0 ||
+      buckets_[bucket] / 2 < kMinHalfRows) {
+    return kNoHalf;
+  }
+  const auto half = std::find(buckets_.begin(), buckets_.end(), buckets_[bucket] / 2);
+  if (half == buckets_.end()) return kNoHalf;
+  const auto h = static_cast<std::size_t>(half - buckets_.begin());
+  const auto& chains = tuning != nullptr ? tuning->chains : chains_;
+  for (const std::size_t b : {bucket, h}) {
+    if (b < chains.size() && !chains[b].empty()) return kNoHalf;
+  }
+  const auto& kernels = tuning != nullptr ? tuning->kernels : kernels_;
+  bool row_local = false;
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    row_local = row_local || RowLocal(s);
+    if (s < kernels.size() && h < kernels[s].size() &&
+        kernels[s][h].kind == GemmKernel::Kind::kNormGemm) {
+      return kNoHalf;
+    }
+  }
+  return row_local ? h : kNoHalf;
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> ChainableRuns(const std::vector<Step>& steps) {

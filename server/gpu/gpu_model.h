@@ -164,6 +164,8 @@ std::vector<std::pair<std::size_t, std::size_t>> ChainableRuns(const std::vector
 std::vector<std::size_t> LayerNormFusableGemms(const std::vector<Step>& steps,
                                                plan::ValueId plan_output);
 
+constexpr std::size_t kNoHalf = static_cast<std::size_t>(-1);
+
 // What tuning chose for a model: its steps (a layer cuBLASLt cannot fuse comes back as matmul +
 // pointwise), and per GEMM step and bucket the cuBLASLt algorithm and the kernel that runs;
 // notes for the load log.
@@ -175,6 +177,9 @@ struct GemmTuning {
   std::vector<std::vector<ChainRun>> chains;              // [bucket], in step order; may be empty
   // [step][bucket], LayerNorm steps the streaming schedule takes (empty for other steps).
   std::vector<std::vector<LayerNormSchedule>> layer_norm_schedules;
+  // [bucket]: the bucket whose kernels each half runs where the bucket's row-local steps run
+  // as two halves on two streams (two_stream_halves), else kNoHalf. Empty: none anywhere.
+  std::vector<std::size_t> half_buckets;
   std::vector<std::string> notes;
 };
 
@@ -231,6 +236,20 @@ class GpuModel {
                ? layer_norm_schedules_[step][bucket]
                : LayerNormSchedule::kRowPerWarp;
   }
+  // Whether step `step` computes each row from that row alone, so that a bucket's rows may be
+  // cut anywhere and the parts run apart: GEMMs, pointwise steps and LayerNorms before any
+  // pooling (attention reads whole sequences; the embedding step, the token inputs' layout).
+  bool RowLocal(std::size_t step) const;
+  // Where two_stream_halves could take bucket `bucket`: the bucket of exactly half its rows,
+  // provided both run no layer chain and the half bucket runs every GEMM step alone (no
+  // GEMM + LayerNorm kernel), and the plan has a row-local step; else kNoHalf. Tuning's
+  // choices are `tuning`'s while they are made, else this model's.
+  std::size_t HalfBucketCandidate(std::size_t bucket, const GemmTuning* tuning = nullptr) const;
+  // The bucket each half of `bucket` runs as, where tuning chose two_stream_halves; kNoHalf:
+  // the bucket runs whole.
+  std::size_t HalfBucket(std::size_t bucket) const {
+    return bucket < half_buckets_.size() ? half_buckets_[bucket] : kNoHalf;
+  }
   // One line per decision worth a log line (unfused layers, cache use), for Describe().
   const std::vector<std::string>& notes() const { return notes_; }
   int fused_gemms() const;
@@ -255,6 +274,7 @@ class GpuModel {
   std::vector<std::vector<GemmKernel>> kernels_;          // [step][bucket], GEMM steps only
   std::vector<std::vector<ChainRun>> chains_;             // [bucket]; empty: none anywhere
   std::vector<std::vector<LayerNormSchedule>> layer_norm_schedules_;  // as GemmTuning's
+  std::vector<std::size_t> half_buckets_;                             // as GemmTuning's
   std::vector<std::string> notes_;
   bool tuned_ = false;
 };

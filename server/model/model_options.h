@@ -70,6 +70,11 @@ struct ModelOptions {
   // chosen per LayerNorm and bucket where it times faster at load. On the H200 it wins at
   // BERT-base's 16,384-row batches and loses at 4,096 (bench/RESULTS.md).
   OwnKernelMode streaming_layernorm = OwnKernelMode::kAuto;
+  // GPU path: a large bucket runs its row-local steps (GEMMs, LayerNorm, pointwise) as two
+  // halves on two streams of its graph, meeting for attention, so that one half's kernels fill
+  // the SMs the other half's tails leave idle (gpu/device_state.h). Needs a bucket of exactly
+  // half the rows, whose kernels each half runs.
+  OwnKernelMode two_stream_halves = OwnKernelMode::kAuto;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal
   PathChoice execution_path = PathChoice::kAuto;

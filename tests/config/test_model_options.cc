@@ -35,6 +35,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"layer_chain_kernel", "always"},
                                         {"gemm_layernorm_kernel", "auto"},
                                         {"streaming_layernorm_kernel", "off"},
+                                        {"two_stream_halves", "always"},
                                         {"gpu_device", "2"},
                                         {"cublaslt_workspace_bytes", "4096"},
                                         {"algo_cache_file", "cache/../algos.txt"},
@@ -57,6 +58,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->layer_chain, OwnKernelMode::kAlways);
   EXPECT_EQ(options->gemm_layernorm, OwnKernelMode::kAuto);
   EXPECT_EQ(options->streaming_layernorm, OwnKernelMode::kOff);
+  EXPECT_EQ(options->two_stream_halves, OwnKernelMode::kAlways);
   EXPECT_EQ(options->gpu_device, 2);
   EXPECT_EQ(options->workspace_bytes, 4096u);
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
@@ -111,6 +113,7 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"small_batch_kernel", "never"},  {"fuse_epilogues", "1"},
       {"skinny_gemm_kernel", "yes"},    {"layer_chain_kernel", "on"},
       {"gemm_layernorm_kernel", "fused"}, {"streaming_layernorm_kernel", "streaming"},
+      {"two_stream_halves", "two"},
       {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
       {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {

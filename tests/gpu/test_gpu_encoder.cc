@@ -363,6 +363,66 @@ TEST(GpuEncoder, StreamingLayerNormGivesTheBitsOfTheRowAWarpKernel) {
   }
 }
 
+// Two halves on two streams (always) at every bucket with a half of 128 rows or more (256,
+// 512 and 1024 tokens here), each half's rows against the double reference, on batches whose
+// cut falls inside a sequence (attention must still see the whole sequence), and against the
+// whole pass (off): not the same bits, since each half runs the half bucket's algorithms, but
+// the same values within the layer's tolerance.
+TEST(GpuEncoder, TwoStreamHalvesMatchTheReferenceAndTheWholePass) {
+  SKIP_WITHOUT_GPU();
+  const LayerCase cases[] = {{768, 12, 3072, Activation::kGeluErf, false, "bf16"},
+                             {64, 4, 128, Activation::kRelu, true, "fp32"}};
+  for (const LayerCase& c : cases) {
+    auto plan = EncoderLayerPlan(c);
+    const double tolerance = c.precision == "fp32" ? kTolLayerFp32 : kTolLayerBf16;
+    std::unique_ptr<ExecutorInstance> instances[2];  // off, always
+    for (int halves = 0; halves < 2; ++halves) {
+      ModelSpec spec = TokenSpec(*plan, c.precision);
+      spec.options.two_stream_halves = halves == 1 ? OwnKernelMode::kAlways : OwnKernelMode::kOff;
+      auto factory = TokenFactory(plan, spec);
+      ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+      const std::string describe = factory.value()->Describe();
+      EXPECT_EQ(describe.find("two-stream halves for 3 buckets (at 256, 512, 1024 rows)") !=
+                    std::string::npos,
+                halves == 1)
+          << describe;
+      auto instance = factory.value()->CreateInstance(0);
+      ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+      instances[halves] = std::move(instance).value();
+    }
+    // Buckets 256 (cut at 128), 512 (cut at 256) twice, and for the narrow layer 1024 (the
+    // double reference of 1024 tokens at width 768 takes too long here).
+    std::vector<std::vector<std::int32_t>> batches{{200, 56}, {300, 1, 200}, {1, 7, 128, 128, 129}};
+    if (c.d < 512) batches.push_back({511, 1, 512});
+    for (const auto& lengths : batches) {
+      const std::int64_t tokens = Sum(lengths);
+      const std::int64_t bucket = tokens <= 256 ? 256 : tokens <= 512 ? 512 : 1024;
+      auto quantize = [&](float v) { return RoundTo(v, c.precision); };
+      std::vector<float> input = Random(tokens * plan->input_width(), 1.0f);
+      for (float& v : input) v = quantize(v);
+      const auto off = RunPoisoned(*instances[0], *plan, input, tokens, DataType::kFp32, lengths);
+      const auto on = RunPoisoned(*instances[1], *plan, input, tokens, DataType::kFp32, lengths);
+      const std::vector<double> ref =
+          testing::ReferenceForward(*plan, input, tokens, quantize, lengths);
+      ASSERT_EQ(on.size(), ref.size());
+      ASSERT_EQ(off.size(), ref.size());
+      const auto cut = static_cast<std::ptrdiff_t>(bucket / 2 * plan->output_width());
+      const double first_half = RelativeError(std::vector<float>(on.begin(), on.begin() + cut),
+                                              std::vector<double>(ref.begin(), ref.begin() + cut));
+      const double second_half = RelativeError(std::vector<float>(on.begin() + cut, on.end()),
+                                               std::vector<double>(ref.begin() + cut, ref.end()));
+      const double whole = RelativeDifference(on, off);
+      std::printf("%s %ld tokens in halves of %ld: relative error %.3g and %.3g, against the "
+                  "whole pass %.3g\n",
+                  c.precision.c_str(), static_cast<long>(tokens), static_cast<long>(bucket / 2),
+                  first_half, second_half, whole);
+      EXPECT_LE(first_half, tolerance) << tokens << " tokens, first half";
+      EXPECT_LE(second_half, tolerance) << tokens << " tokens, second half";
+      EXPECT_LE(whole, tolerance) << tokens << " tokens, against the whole pass";
+    }
+  }
+}
+
 TEST(GpuEncoder, EmptySequencesInABatchAreSkipped) {
   SKIP_WITHOUT_GPU();
   auto plan = EncoderLayerPlan({64, 4, 128, Activation::kRelu, true, "fp32"});

@@ -376,6 +376,44 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
 // whose weight loads start before the layer before has finished, and the layer-chain kernel,
 // whose first ones do). Both factories read their
 // kernel choices from one cache file, so that they run the same kernels.
+// two_stream_halves always on a row plan: every op kind (ZooPlan: fused and unfused
+// epilogues, residuals, LayerNorm, pointwise steps) as two halves of the 256- and 512-row
+// buckets on two streams, in every precision, the rows of each half against the reference.
+TEST(GpuExecutor, TwoStreamHalvesOfEveryOpKindMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  auto plan = ZooPlan();
+  for (const std::string precision : {"fp32", "tf32", "fp16", "bf16"}) {
+    ModelSpec spec = Spec(*plan, precision, DataType::kFp32, /*max_batch=*/512);
+    spec.options = testing::Options({{"precision", precision}, {"two_stream_halves", "always"}});
+    auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+    ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+    const std::string describe = factory.value()->Describe();
+    EXPECT_NE(describe.find("two-stream halves for 2 buckets (at 256, 512 rows)"),
+              std::string::npos)
+        << describe;
+    auto instance = factory.value()->CreateInstance(0);
+    ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+    auto quantize = [&](float v) { return RoundTo(v, precision); };
+    for (std::int64_t rows : {129, 256, 300, 511, 512}) {
+      std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+      for (float& v : input) v = quantize(v);
+      const std::vector<float> out = RunPoisoned(*instance.value(), *plan, input, rows,
+                                                 DataType::kFp32);
+      const std::vector<double> ref = testing::ReferenceForward(*plan, input, rows, quantize);
+      ASSERT_EQ(out.size(), ref.size());
+      const auto cut = static_cast<std::ptrdiff_t>((rows <= 256 ? 128 : 256) * plan->output_width());
+      const double first = RelativeError(std::vector<float>(out.begin(), out.begin() + cut),
+                                         std::vector<double>(ref.begin(), ref.begin() + cut));
+      const double second = RelativeError(std::vector<float>(out.begin() + cut, out.end()),
+                                          std::vector<double>(ref.begin() + cut, ref.end()));
+      std::printf("%s rows=%ld in halves: relative error %.3g and %.3g\n", precision.c_str(),
+                  static_cast<long>(rows), first, second);
+      EXPECT_LE(first, Tolerance(precision)) << precision << ", rows " << rows << ", first half";
+      EXPECT_LE(second, Tolerance(precision)) << precision << ", rows " << rows << ", second half";
+    }
+  }
+}
+
 TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   SKIP_WITHOUT_GPU();
   const std::pair<std::shared_ptr<const plan::Plan>, std::map<std::string, std::string>> cases[] = {
