@@ -579,6 +579,18 @@ int main(int argc, char** argv) {
                         kSeq) != 0) {
         return 1;
       }
+      // Two halves on two streams, from 256 tokens up (halves of at least 128 rows): batches
+      // 8, 32 and 128, the halves' kernels apart from their running at once.
+      if (max_batch >= 8 &&
+          PrintHalvesApart("BERT-base layers, bf16, seq 128", p, spec, tokens.value(),
+                           std::span(batches).subspan(1, max_batch >= 128 ? 3 : 1), kSeq) != 0) {
+        return 1;
+      }
+      if (PrintOptionAB("BERT-base layers, bf16, seq 128", TwoStreamHalvesAB(), p, spec,
+                        tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
+                        kSeq) != 0) {
+        return 1;
+      }
     }
     PrintTokenIds(*timer.value(), *p, max_batch);
     PrintStepBreakdown(*timer.value(), max_batch);

@@ -17,9 +17,10 @@ using ltserve::Status;
 namespace gpu = ltserve::gpu;
 
 Result<std::unique_ptr<GpuForwardTimer>> GpuForwardTimer::Create(
-    std::shared_ptr<const gpu::GpuModel> model) {
+    std::shared_ptr<const gpu::GpuModel> model, bool halves_on_one_stream) {
   std::unique_ptr<GpuForwardTimer> timer(new GpuForwardTimer());
   LTSERVE_ASSIGN_OR_RETURN(timer->state_, gpu::DeviceState::Create(model));
+  timer->state_->set_halves_on_one_stream(halves_on_one_stream);
   LTSERVE_ASSIGN_OR_RETURN(timer->graphs_,
                            gpu::BucketGraphs::Capture(*timer->state_, model->buckets().size(),
                                                       model->options().cuda_graphs));

@@ -31,8 +31,10 @@ struct StepTime {
 class GpuForwardTimer {
  public:
   // Buffers, stream and graphs of its own over `model` (tuned), beside any serving instance.
+  // `halves_on_one_stream`: buckets the model runs as two halves run them one after the other
+  // on one stream (DeviceState::set_halves_on_one_stream).
   static ltserve::Result<std::unique_ptr<GpuForwardTimer>> Create(
-      std::shared_ptr<const ltserve::gpu::GpuModel> model);
+      std::shared_ptr<const ltserve::gpu::GpuModel> model, bool halves_on_one_stream = false);
 
   // Mean µs of `iterations` back-to-back passes at `rows` rows (the bucket's graph; for a
   // pooled plan the bucket holding `sequences` too).

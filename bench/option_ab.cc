@@ -11,6 +11,32 @@
 
 namespace ltserve_bench {
 
+namespace {
+
+// Each timer's median graph µs over kRounds at `batch` (rows, or with `seq` > 0 that many
+// sequences of `seq` tokens), the timers taking turns round after round so that any drift of
+// the machine reaches them alike.
+ltserve::Result<std::vector<double>> AlternatingMedians(std::span<GpuForwardTimer* const> timers,
+                                                        std::int64_t batch, std::int64_t seq) {
+  const std::vector<std::int32_t> lengths(static_cast<std::size_t>(seq > 0 ? batch : 0),
+                                          static_cast<std::int32_t>(seq));
+  const int iterations = batch >= 32 ? 20 : 50;
+  std::vector<std::vector<double>> times(timers.size());
+  for (int r = 0; r < kRounds; ++r) {
+    for (std::size_t t = 0; t < timers.size(); ++t) {
+      auto us = seq > 0 ? timers[t]->TimeTokenForward(lengths, iterations)
+                        : timers[t]->TimeForward(batch, iterations);
+      if (!us.ok()) return us.status();
+      times[t].push_back(us.value());
+    }
+  }
+  std::vector<double> medians;
+  for (const auto& t : times) medians.push_back(Median(t));
+  return medians;
+}
+
+}  // namespace
+
 OptionAB ProgrammaticLaunchAB() {
   return OptionAB{"programmatic dependent launch on and off", "on", "off",
                   [](ltserve::ModelOptions& o) { o.programmatic_launch = true; },
@@ -45,6 +71,13 @@ OptionAB StreamingLayerNormAB() {
                   [](ltserve::ModelOptions& o) { o.streaming_layernorm = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB TwoStreamHalvesAB() {
+  return OptionAB{"row-local steps as two halves on two streams where they time faster (two_stream_halves auto) and never (off)",
+                  "auto", "off",
+                  [](ltserve::ModelOptions& o) { o.two_stream_halves = ltserve::OwnKernelMode::kAuto; },
+                  [](ltserve::ModelOptions& o) { o.two_stream_halves = ltserve::OwnKernelMode::kOff; }};
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,
@@ -73,24 +106,62 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
   std::printf("| batch | %s | %s | %s / %s |\n|---:|---:|---:|---:|\n", ab.a_label.c_str(),
               ab.b_label.c_str(), ab.a_label.c_str(), ab.b_label.c_str());
   for (const std::int64_t batch : batches) {
-    const std::vector<std::int32_t> lengths(static_cast<std::size_t>(seq > 0 ? batch : 0),
-                                            static_cast<std::int32_t>(seq));
-    const int iterations = batch >= 32 ? 20 : 50;
-    std::vector<double> times[2];
-    for (int r = 0; r < kRounds; ++r) {
-      for (int side = 1; side >= 0; --side) {
-        auto us = seq > 0 ? timers[side]->TimeTokenForward(lengths, iterations)
-                          : timers[side]->TimeForward(batch, iterations);
-        if (!us.ok()) {
-          std::fprintf(stderr, "%s: %s\n", name.c_str(), us.status().ToString().c_str());
-          return 1;
-        }
-        times[side].push_back(us.value());
-      }
+    GpuForwardTimer* const order[] = {timers[1].get(), timers[0].get()};
+    auto medians = AlternatingMedians(order, batch, seq);
+    if (!medians.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), medians.status().ToString().c_str());
+      return 1;
     }
-    const double a_us = Median(times[1]), b_us = Median(times[0]);
+    const double a_us = medians.value()[0], b_us = medians.value()[1];
     std::printf("| %ld | %.1f | %.1f | %.3f |\n", static_cast<long>(batch), a_us, b_us,
                 a_us / b_us);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int PrintHalvesApart(const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
+                     ltserve::ModelSpec spec, const std::optional<ltserve::TokenLayout>& tokens,
+                     std::span<const std::int64_t> batches, std::int64_t seq) {
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                      ("ltserve_halves_" + std::to_string(std::random_device{}()));
+  spec.options.algo_cache_file = cache.string();
+  // whole, halves on one stream, halves on two streams
+  std::unique_ptr<GpuForwardTimer> timers[3];
+  for (const ltserve::OwnKernelMode mode : {ltserve::OwnKernelMode::kAlways, ltserve::OwnKernelMode::kOff}) {
+    spec.options.two_stream_halves = mode;
+    auto model = ltserve::gpu::LoadGpuModel(plan, spec, tokens);
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), model.status().ToString().c_str());
+      std::filesystem::remove(cache);
+      return 1;
+    }
+    for (const bool one_stream : {false, true}) {
+      if (mode == ltserve::OwnKernelMode::kOff && one_stream) continue;
+      auto timer = GpuForwardTimer::Create(model.value(), one_stream);
+      if (!timer.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name.c_str(), timer.status().ToString().c_str());
+        std::filesystem::remove(cache);
+        return 1;
+      }
+      timers[mode == ltserve::OwnKernelMode::kOff ? 0 : one_stream ? 1 : 2] = std::move(timer).value();
+    }
+  }
+  std::filesystem::remove(cache);
+  std::printf("\n%s, two_stream_halves taken apart (always and off, same cuBLASLt algorithms), "
+              "graph µs:\n\n", name.c_str());
+  std::printf("| batch | whole | halves, one stream | halves, two streams | one stream / whole | "
+              "two streams / one stream |\n|---:|---:|---:|---:|---:|---:|\n");
+  for (const std::int64_t batch : batches) {
+    GpuForwardTimer* const order[] = {timers[0].get(), timers[1].get(), timers[2].get()};
+    auto medians = AlternatingMedians(order, batch, seq);
+    if (!medians.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), medians.status().ToString().c_str());
+      return 1;
+    }
+    const double whole = medians.value()[0], one = medians.value()[1], two = medians.value()[2];
+    std::printf("| %ld | %.1f | %.1f | %.1f | %.3f | %.3f |\n", static_cast<long>(batch), whole, one,
+                two, one / whole, two / one);
     std::fflush(stdout);
   }
   return 0;

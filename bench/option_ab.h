@@ -41,5 +41,14 @@ OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off
 OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off
+OptionAB TwoStreamHalvesAB();  // a bucket as two halves on two streams allowed (auto) against off
+
+// two_stream_halves taken apart: per batch, the graph µs of the whole pass (off), of the halves
+// one after the other on one stream, and of the halves side by side on two (both `always`,
+// one model, so the same kernels), with the same cuBLASLt algorithms throughout. The first
+// ratio is what the half bucket's kernels change, the second what running them at once adds.
+int PrintHalvesApart(const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
+                     ltserve::ModelSpec spec, const std::optional<ltserve::TokenLayout>& tokens,
+                     std::span<const std::int64_t> batches, std::int64_t seq);
 
 }  // namespace ltserve_bench
