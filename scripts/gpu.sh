@@ -149,6 +149,20 @@ if [[ ${RUN_ATTENTION_STALLS:-0} == 1 ]]; then
   grep -vE "^==PROF==" "$OUT/ncu_attention_stalls.txt" | grep -vE "stalled_.*_per_issue_active" | tail -90
   grep -E "stalled_.*_per_issue_active" "$OUT/ncu_attention_stalls.txt" | sort -k3 -g -r | head -12
 fi
+if [[ ${RUN_ATTENTION_SOURCE:-0} == 1 ]]; then
+  # Which instructions of the attention kernel at 128 sequences of 128 read or write more L2
+  # sectors or shared-memory wavefronts than their addresses need (Nsight Compute's source page,
+  # per SASS instruction); the report stays in $OUT for the Nsight Compute GUI.
+  echo "== attention kernel excess traffic by instruction (${SECONDS} s)"
+  ncu --profile-from-start on --clock-control none -k regex:AttentionKernel --launch-skip 3 --launch-count 1 \
+    --section SourceCounters -f -o "$OUT/attention_source" \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention-profile \
+    > "$OUT/ncu_attention_source.log" 2>&1 || status=1
+  ncu --import "$OUT/attention_source.ncu-rep" --page source --csv --print-source sass \
+    > "$OUT/attention_source.csv" 2>> "$OUT/ncu_attention_source.log" || status=1
+  python3 bench/profile/ncu_excess.py "$OUT/attention_source.csv" | head -30
+  gzip -f "$OUT/attention_source.csv"
+fi
 if [[ ${RUN_LAYERNORM:-0} == 1 ]]; then
   # The LayerNorm kernel's two schedules: their table (cold and warm against the bytes' floor),
   # then each once at 16,384 x 768 under Nsight Compute (time, DRAM throughput, warps active,
