@@ -140,9 +140,40 @@ namespace tensor_core {
 constexpr int kWarps = 4;
 constexpr int kRows = 16;                       // query rows per warp: mma's m
 constexpr int kThreads = kWarps * kWarp;
-constexpr int kPad = 8;                         // halves per row: keeps fragment loads conflict-free
-constexpr int kVec = 8;                         // halves per 16-byte global load
+constexpr int kVec = 8;                         // halves per 16-byte vector (a "chunk")
 static_assert(kWarps * kRows == kAttentionQueriesPerItem, "one block covers one work item");
+
+// Where row `row`, chunk `chunk` (16 bytes) of a shared-memory tile of rows of kRowChunks
+// chunks lives, in halves from the tile's start. Shared memory serves a warp's request in
+// 128-byte wavefronts of eight 16-byte bank groups, so both writers and readers want the eight
+// chunks that one instruction phase touches to land in eight different groups: cp.async writes
+// whole rows (lanes 0-7 one row), ldmatrix reads one chunk of eight consecutive rows.
+// Where rows fill 128-byte lines exactly (or a power-of-two fraction or multiple of one:
+// head_dim 16, 32, 64, 128), rows are unpadded and each line's chunks are XOR-permuted by the
+// line's place among eight consecutive lines (CUTLASS's and FlashAttention's layout): a row
+// still covers whole lines, and the same chunk of eight consecutive rows falls in eight
+// groups. Other widths (48, 80, 96, 112) keep a 16-byte pad a row, which is conflict-free for
+// ldmatrix but straddles lines on the copies: Nsight Compute counted the padded head_dim-64
+// copies at 10.5 wavefronts against 4 (bench/RESULTS.md).
+template <int kRowChunks>
+struct SharedTile {
+  static constexpr bool kSwizzled = (kRowChunks & (kRowChunks - 1)) == 0;
+  static constexpr int kStride = kRowChunks * kVec + (kSwizzled ? 0 : kVec);  // halves a row
+
+  // Unsigned, so that the compiler can see through row % 8 of a row known to be 8r + lane % 8.
+  __device__ static __forceinline__ unsigned Offset(unsigned row, unsigned chunk) {
+    if constexpr (kSwizzled) {
+      // Rows sharing a line (more than one where a row is under 128 bytes); the XOR's key is
+      // the row's place among eight where rows span lines, its line's otherwise.
+      constexpr unsigned kRowsPerLine = kRowChunks >= 8 ? 1 : 8 / kRowChunks;
+      const unsigned line = row / kRowsPerLine;
+      const unsigned position = (row % kRowsPerLine) * kRowChunks + chunk;  // within its line(s)
+      return line * kRowsPerLine * kStride + (position ^ (line % 8)) * kVec;
+    } else {
+      return row * kStride + chunk * kVec;
+    }
+  }
+};
 
 __device__ __forceinline__ std::uint32_t Load32(const std::uint16_t* p) {
   return *reinterpret_cast<const std::uint32_t*>(p);
@@ -188,22 +219,24 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   constexpr int kDimTiles = kHeadDim / 8;  // n tiles of P·V (even: kHeadDim % 16 == 0)
   constexpr int kKeyTiles = kKeys / 8;     // n tiles of q·kᵀ
   constexpr int kRowVecs = kHeadDim / kVec;
-  constexpr int kStride = kHeadDim + kPad;
+  using Tile = SharedTile<kRowVecs>;
+  constexpr int kStride = Tile::kStride;
   constexpr int kItemRows = kWarps * kRows;
   // Queries and outputs go through shared memory so that global memory sees whole 16-byte
   // vectors: an mma fragment's 4-byte pieces, 8 rows an instruction, use half of each sector
   // they touch (Nsight Compute counted 40 % of the kernel's sectors excess at 128 sequences).
   // The queries get a tile of their own where it fits beside both stages in 48 KB of static
-  // shared memory (head_dim 80 and 128 do not: they read fragments from global memory); the
-  // outputs reuse the key stages, free once the last tile is done.
+  // shared memory (head_dim 80, 96 and 112, padded, do not: they read fragments from global
+  // memory; 128, unpadded, fills the 48 KB exactly); the outputs reuse the key stages, free
+  // once the last tile is done.
   constexpr bool kStageQueries = (4 * kKeys + kItemRows) * kStride * 2 <= 48 * 1024;
   static_assert(2 * kKeys >= kItemRows, "the output tile fits in the key stages");
   constexpr int kCopyVecs = kKeys * kRowVecs;  // 16-byte copies of K (and of V) a tile
   constexpr int kCopiesPerThread = (kCopyVecs + kThreads - 1) / kThreads;
   // Two stages: the copy of tile i + 1 runs while the warps compute on tile i.
-  __shared__ __align__(16) std::uint16_t k_s[2][kKeys][kStride];
-  __shared__ __align__(16) std::uint16_t v_s[2][kKeys][kStride];
-  __shared__ __align__(16) std::uint16_t q_s[kStageQueries ? kItemRows : 1][kStride];
+  __shared__ __align__(128) std::uint16_t k_s[2][kKeys * kStride];
+  __shared__ __align__(128) std::uint16_t v_s[2][kKeys * kStride];
+  __shared__ __align__(128) std::uint16_t q_s[(kStageQueries ? kItemRows : 1) * kStride];
   WaitForPriorKernel();
   AllowDependentLaunch();
 
@@ -248,12 +281,12 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
         const int e = threadIdx.x + it * kThreads;
         if (kCopyVecs % kThreads != 0 && e >= kCopyVecs) break;
         const int j = e / kRowVecs;
-        const int i = (e % kRowVecs) * kVec;
+        const int chunk = e % kRowVecs;
         // Keys past the end are zeros: their p is 0, and 0·V must not meet garbage (NaN).
         const bool valid = key0 + j < length;
-        const std::int64_t offset = valid ? (key0 + j) * stride + i : 0;
-        CopyAsync16(&k_s[stage][j][i], keys + offset, valid);
-        CopyAsync16(&v_s[stage][j][i], values + offset, valid);
+        const std::int64_t offset = valid ? (key0 + j) * stride + chunk * kVec : 0;
+        CopyAsync16(&k_s[stage][Tile::Offset(j, chunk)], keys + offset, valid);
+        CopyAsync16(&v_s[stage][Tile::Offset(j, chunk)], values + offset, valid);
       }
       CommitCopies();
     };
@@ -268,10 +301,10 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
       // In the first tile's copy group, read by ldmatrix once that group has landed.
       for (int e = threadIdx.x; e < kItemRows * kRowVecs; e += kThreads) {
         const int j = e / kRowVecs;
-        const int i = (e % kRowVecs) * kVec;
+        const int chunk = e % kRowVecs;
         const bool valid = item_q0 + j < length;
-        CopyAsync16(&q_s[j][i], in + (valid ? (begin + item_q0 + j) * stride + head + i : 0),
-                    valid);
+        CopyAsync16(&q_s[Tile::Offset(j, chunk)],
+                    in + (valid ? (begin + item_q0 + j) * stride + head + chunk * kVec : 0), valid);
       }
     }
     load_tile(0, 0);
@@ -312,7 +345,8 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
           std::uint32_t q_frag[4];
           if constexpr (kStageQueries) {
             // Tiles: rows lo, rows hi of dims lo, then of dims hi: the A fragment's order.
-            LoadTiles(q_frag, &q_s[warp * kRows + (tile % 2) * 8 + tile_row][c * 16 + (tile / 2) * 8]);
+            LoadTiles(q_frag, &q_s[Tile::Offset(warp * kRows + (tile % 2) * 8 + tile_row,
+                                                2 * c + tile / 2)]);
           } else {
 #pragma unroll
             for (int i = 0; i < 4; ++i) q_frag[i] = q[c][i];
@@ -321,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
           for (int n = 0; n < kKeyTiles; n += 2) {
             // Tiles: keys of n (dims lo, hi), then keys of n + 1 (lo, hi).
             std::uint32_t b[4];
-            LoadTiles(b, &k_s[stage][(n + tile / 2) * 8 + tile_row][c * 16 + (tile % 2) * 8]);
+            LoadTiles(b, &k_s[stage][Tile::Offset((n + tile / 2) * 8 + tile_row, 2 * c + tile % 2)]);
             Mma<T>::Run(s[n], q_frag, b[0], b[1]);
             Mma<T>::Run(s[n + 1], q_frag, b[2], b[3]);
           }
@@ -389,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
             // Tiles: dims of n (keys lo, hi), then dims of n + 1 (keys lo, hi), transposed.
             std::uint32_t b[4];
             LoadTilesTransposed(
-                b, &v_s[stage][k * 16 + (tile % 2) * 8 + tile_row][(n + tile / 2) * 8]);
+                b, &v_s[stage][Tile::Offset(k * 16 + (tile % 2) * 8 + tile_row, n + tile / 2)]);
             Mma<T>::Run(o[n], p, b[0], b[1]);
             Mma<T>::Run(o[n + 1], p, b[2], b[3]);
           }
@@ -400,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
     if (!warp_active) continue;
     // The warp's rows into its own 16 rows of the (now free) key stages, then out in 16-byte
     // vectors. Rows past the end hold 0/0 and are not stored.
-    auto* o_s = reinterpret_cast<std::uint16_t(*)[kStride]>(&k_s[0][0][0]) + warp * kRows;
+    std::uint16_t* o_s = &k_s[0][0];  // rows warp * kRows on, laid out like a key tile
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
@@ -408,17 +442,17 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
       const float inv = 1.f / l[r];
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {
-        *reinterpret_cast<std::uint32_t*>(&o_s[g + 8 * r][n * 8 + 2 * t]) =
+        *reinterpret_cast<std::uint32_t*>(&o_s[Tile::Offset(warp * kRows + g + 8 * r, n) + 2 * t]) =
             Mma<T>::Pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
       }
     }
     __syncwarp();
     for (int e = lane; e < kRows * kRowVecs; e += kWarp) {
       const int row = e / kRowVecs;
-      const int i = (e % kRowVecs) * kVec;
+      const int chunk = e % kRowVecs;
       if (q0 + row < length) {
-        *reinterpret_cast<uint4*>(dst + (begin + q0 + row) * width + head + i) =
-            *reinterpret_cast<const uint4*>(&o_s[row][i]);
+        *reinterpret_cast<uint4*>(dst + (begin + q0 + row) * width + head + chunk * kVec) =
+            *reinterpret_cast<const uint4*>(&o_s[Tile::Offset(warp * kRows + row, chunk)]);
       }
     }
   }

@@ -205,7 +205,7 @@ bool GpuModel::RowLocal(std::size_t step) const {
          std::holds_alternative<LayerNormStep>(s);
 }
 
-std::size_t GpuModel::HalfBucketCandidate(std::size_t bucket, const GemmTuning* tuning) const {
+std::size_t GpuModel::HalfBucketCandidate(std::size_t bucket) const {
   // Below this many rows a half's kernels are launches and round trips, the same whether one
   // or two run at a time: nothing for the other half to fill.
   constexpr std::int64_t kMinHalfRows = 128;
@@ -216,16 +216,14 @@ std::size_t GpuModel::HalfBucketCandidate(std::size_t bucket, const GemmTuning* 
   const auto half = std::find(buckets_.begin(), buckets_.end(), buckets_[bucket] / 2);
   if (half == buckets_.end()) return kNoHalf;
   const auto h = static_cast<std::size_t>(half - buckets_.begin());
-  const auto& chains = tuning != nullptr ? tuning->chains : chains_;
   for (const std::size_t b : {bucket, h}) {
-    if (b < chains.size() && !chains[b].empty()) return kNoHalf;
+    if (b < chains_.size() && !chains_[b].empty()) return kNoHalf;
   }
-  const auto& kernels = tuning != nullptr ? tuning->kernels : kernels_;
   bool row_local = false;
   for (std::size_t s = 0; s < steps_.size(); ++s) {
     row_local = row_local || RowLocal(s);
-    if (s < kernels.size() && h < kernels[s].size() &&
-        kernels[s][h].kind == GemmKernel::Kind::kNormGemm) {
+    if (s < kernels_.size() && h < kernels_[s].size() &&
+        kernels_[s][h].kind == GemmKernel::Kind::kNormGemm) {
       return kNoHalf;
     }
   }

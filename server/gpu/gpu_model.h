@@ -242,9 +242,9 @@ class GpuModel {
   bool RowLocal(std::size_t step) const;
   // Where two_stream_halves could take bucket `bucket`: the bucket of exactly half its rows,
   // provided both run no layer chain and the half bucket runs every GEMM step alone (no
-  // GEMM + LayerNorm kernel), and the plan has a row-local step; else kNoHalf. Tuning's
-  // choices are `tuning`'s while they are made, else this model's.
-  std::size_t HalfBucketCandidate(std::size_t bucket, const GemmTuning* tuning = nullptr) const;
+  // GEMM + LayerNorm kernel), and the plan has a row-local step; else kNoHalf. Asked of the
+  // model whose chains and kernels tuning has already chosen.
+  std::size_t HalfBucketCandidate(std::size_t bucket) const;
   // The bucket each half of `bucket` runs as, where tuning chose two_stream_halves; kNoHalf:
   // the bucket runs whole.
   std::size_t HalfBucket(std::size_t bucket) const {

@@ -110,11 +110,13 @@ TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
 INSTANTIATE_TEST_SUITE_P(
     Gpu, AttentionLaunchTest,
     // The tensor-core kernel: BERT-base's 12 × 64, the wide heads' 32-key tiles (80 keeps 64),
-    // narrow heads; fp32 and a head_dim off 16 take the CUDA-core kernel.
+    // narrow heads; the swizzled layout (16, 32, 64, 128) and the padded one (48, 80, 96);
+    // fp32 and a head_dim off 16 take the CUDA-core kernel.
     ::testing::Values(Case{12, 64, ElemType::kBf16}, Case{3, 64, ElemType::kFp16},
                       Case{2, 128, ElemType::kFp16}, Case{3, 96, ElemType::kBf16},
                       Case{2, 80, ElemType::kFp16}, Case{4, 32, ElemType::kBf16},
-                      Case{1, 16, ElemType::kBf16}, Case{2, 72, ElemType::kBf16}),
+                      Case{1, 16, ElemType::kBf16}, Case{3, 48, ElemType::kBf16},
+                      Case{2, 72, ElemType::kBf16}),
     [](const auto& info) {
       return std::to_string(info.param.heads) + "x" + std::to_string(info.param.head_dim) +
              (info.param.type == ElemType::kBf16 ? "_bf16" : "_fp16");
