@@ -533,6 +533,9 @@ Status DeviceState::ChooseHalves(std::shared_ptr<const GpuModel> tuned, GemmTuni
   const bool always = options.two_stream_halves == OwnKernelMode::kAlways;
   DistinctRows chosen;
   int count = 0;
+  // "<rows> rows <ratio>" of every bucket timed here: the choice sits on a few percent, and the load
+  // log is where an operator sees why a bucket runs whole.
+  std::string timed;
   for (std::size_t b = 0; b < buckets; ++b) {
     if (candidates[b] == kNoHalf) continue;
     const std::int64_t rows = model_->buckets()[b];
@@ -567,6 +570,10 @@ Status DeviceState::ChooseHalves(std::shared_ptr<const GpuModel> tuned, GemmTuni
       LTSERVE_ASSIGN_OR_RETURN(const float halves_ms,
                                TimeOnStream([&] { return pass(candidates[b]); }, stream()));
       halves = ClearlyFaster(halves_ms, whole_ms);
+      char ratio[32];
+      std::snprintf(ratio, sizeof(ratio), "%s%lld rows %.3f", timed.empty() ? "" : ", ",
+                    static_cast<long long>(rows), static_cast<double>(halves_ms / whole_ms));
+      timed += ratio;
     }
     cache.PutChoice(key, halves ? "halves" : "whole");
     if (!halves) continue;
@@ -576,9 +583,11 @@ Status DeviceState::ChooseHalves(std::shared_ptr<const GpuModel> tuned, GemmTuni
   }
   LTSERVE_RETURN_IF_ERROR(SetSequences({}));
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
-  if (count > 0) {
+  if (count > 0 || !timed.empty()) {
     tuning.notes.push_back("two-stream halves for " + std::to_string(count) + " buckets (" +
-                           chosen.Text() + ")");
+                           (count > 0 ? chosen.Text() : std::string("none")) +
+                           (timed.empty() ? "" : "; halves / whole as timed: " + timed) +
+                           ")");
   }
   return Status::Ok();
 }
