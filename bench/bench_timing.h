@@ -51,6 +51,21 @@ inline double MeasurePeakTflops() {
   return 2.0 * n * n * n / us * 1e-6;
 }
 
+// The same product held for `seconds`, timed over the second half: the H200 runs a short burst
+// at its top clock, then its power limit (700 W) lowers the clock within about a second of
+// sustained matmuls. MeasurePeakTflops' bursts give the first figure, this the second.
+inline double MeasureSustainedPeakTflops(double seconds) {
+  const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  constexpr std::int64_t n = 8192;
+  auto a = torch::randn({n, n}, options);
+  auto b = torch::randn({n, n}, options);
+  const auto mm = [&] { (void)torch::mm(a, b); };
+  const double burst_us = MedianUs(mm, 10);
+  const int half = std::max(1, static_cast<int>(seconds / 2 * 1e6 / burst_us));
+  (void)TimeUs(mm, half);
+  return 2.0 * n * n * n / TimeUs(mm, half) * 1e-6;
+}
+
 inline double MeasureCopyTBps() {
   const auto options = torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA);
   constexpr std::int64_t bytes = std::int64_t{2} << 30;

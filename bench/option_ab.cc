@@ -1,5 +1,7 @@
 #include "option_ab.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -120,21 +122,26 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
   return 0;
 }
 
-int PrintHalvesApart(const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
-                     ltserve::ModelSpec spec, const std::optional<ltserve::TokenLayout>& tokens,
-                     std::span<const std::int64_t> batches, std::int64_t seq) {
+namespace {
+
+// Timers for the whole pass (off), the halves one after the other on one stream and the
+// halves side by side on two (`always`, one model, so the same kernels), loaded through one
+// algorithm cache so that all three run the same cuBLASLt algorithms. Empty after printing
+// why a load failed.
+std::vector<std::unique_ptr<GpuForwardTimer>> HalvesTimers(
+    const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
+    ltserve::ModelSpec spec, const std::optional<ltserve::TokenLayout>& tokens) {
   const std::filesystem::path cache = std::filesystem::temp_directory_path() /
                                       ("ltserve_halves_" + std::to_string(std::random_device{}()));
   spec.options.algo_cache_file = cache.string();
-  // whole, halves on one stream, halves on two streams
-  std::unique_ptr<GpuForwardTimer> timers[3];
+  std::vector<std::unique_ptr<GpuForwardTimer>> timers(3);
   for (const ltserve::OwnKernelMode mode : {ltserve::OwnKernelMode::kAlways, ltserve::OwnKernelMode::kOff}) {
     spec.options.two_stream_halves = mode;
     auto model = ltserve::gpu::LoadGpuModel(plan, spec, tokens);
     if (!model.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), model.status().ToString().c_str());
       std::filesystem::remove(cache);
-      return 1;
+      return {};
     }
     for (const bool one_stream : {false, true}) {
       if (mode == ltserve::OwnKernelMode::kOff && one_stream) continue;
@@ -142,12 +149,22 @@ int PrintHalvesApart(const std::string& name, std::shared_ptr<const ltserve::pla
       if (!timer.ok()) {
         std::fprintf(stderr, "%s: %s\n", name.c_str(), timer.status().ToString().c_str());
         std::filesystem::remove(cache);
-        return 1;
+        return {};
       }
       timers[mode == ltserve::OwnKernelMode::kOff ? 0 : one_stream ? 1 : 2] = std::move(timer).value();
     }
   }
   std::filesystem::remove(cache);
+  return timers;
+}
+
+}  // namespace
+
+int PrintHalvesApart(const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
+                     ltserve::ModelSpec spec, const std::optional<ltserve::TokenLayout>& tokens,
+                     std::span<const std::int64_t> batches, std::int64_t seq) {
+  const auto timers = HalvesTimers(name, std::move(plan), std::move(spec), tokens);
+  if (timers.empty()) return 1;
   std::printf("\n%s, two_stream_halves taken apart (always and off, same cuBLASLt algorithms), "
               "graph µs:\n\n", name.c_str());
   std::printf("| batch | whole | halves, one stream | halves, two streams | one stream / whole | "
@@ -164,6 +181,44 @@ int PrintHalvesApart(const std::string& name, std::shared_ptr<const ltserve::pla
                 two, one / whole, two / one);
     std::fflush(stdout);
   }
+  return 0;
+}
+
+int PrintHalvesSustained(const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
+                         ltserve::ModelSpec spec, const std::optional<ltserve::TokenLayout>& tokens,
+                         std::int64_t batch, std::int64_t seq, int rounds, double round_seconds) {
+  const auto timers = HalvesTimers(name, std::move(plan), std::move(spec), tokens);
+  if (timers.empty()) return 1;
+  const std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch), static_cast<std::int32_t>(seq));
+  // Iterations a round from one pass's time: about round_seconds of back-to-back passes.
+  auto probe = timers[0]->TimeTokenForward(lengths, 5);
+  if (!probe.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), probe.status().ToString().c_str());
+    return 1;
+  }
+  const int iterations = std::max(1, static_cast<int>(round_seconds * 1e6 / probe.value()));
+  std::printf("\n%s, %ld sequences: the whole pass and two halves on two streams (always and off, "
+              "same cuBLASLt algorithms) in turns of %d passes (about %.1f s) each, graph µs a pass:\n\n",
+              name.c_str(), static_cast<long>(batch), iterations, round_seconds);
+  std::printf("| round | first | whole | halves | halves / whole |\n|---:|---|---:|---:|---:|\n");
+  std::vector<double> ratios;
+  for (int r = 0; r < rounds; ++r) {
+    const bool whole_first = r % 2 == 0;  // each schedule goes first every other round
+    double us[2] = {0, 0};               // whole, halves
+    for (const int t : whole_first ? std::array{0, 1} : std::array{1, 0}) {
+      auto time = timers[t == 0 ? 0 : 2]->TimeTokenForward(lengths, iterations);
+      if (!time.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name.c_str(), time.status().ToString().c_str());
+        return 1;
+      }
+      us[t] = time.value();
+    }
+    ratios.push_back(us[1] / us[0]);
+    std::printf("| %d | %s | %.1f | %.1f | %.3f |\n", r + 1, whole_first ? "whole" : "halves",
+                us[0], us[1], us[1] / us[0]);
+    std::fflush(stdout);
+  }
+  std::printf("\nmedian halves / whole over the rounds: %.3f\n", Median(ratios));
   return 0;
 }
 

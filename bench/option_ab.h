@@ -51,4 +51,12 @@ int PrintHalvesApart(const std::string& name, std::shared_ptr<const ltserve::pla
                      ltserve::ModelSpec spec, const std::optional<ltserve::TokenLayout>& tokens,
                      std::span<const std::int64_t> batches, std::int64_t seq);
 
+// The whole pass and the halves on two streams, each for about `round_seconds` of back-to-back
+// passes in turn, `rounds` times, at `batch` sequences of `seq` tokens: whether the halves'
+// gain in the short A/Bs above holds once the GPU has been busy for a while (clocks and power
+// settle over seconds, and the load-time choice is timed on a GPU that has been tuning).
+int PrintHalvesSustained(const std::string& name, std::shared_ptr<const ltserve::plan::Plan> plan,
+                         ltserve::ModelSpec spec, const std::optional<ltserve::TokenLayout>& tokens,
+                         std::int64_t batch, std::int64_t seq, int rounds, double round_seconds);
+
 }  // namespace ltserve_bench

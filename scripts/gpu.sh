@@ -184,8 +184,14 @@ if [[ ${RUN_LAYERNORM:-0} == 1 ]]; then
 fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
+  # The SM clock, power and throttle reasons every 200 ms while it runs (encoder_clocks.csv):
+  # the loads' choices and the tables' ratios sit on a few percent, as do the clocks.
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader -lms 200 > "$OUT/encoder_clocks.csv" 2>&1 &
+  sampler=$!
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \
     > "$OUT/encoder.md" 2> "$OUT/encoder.log" || status=1
+  kill "$sampler" 2>/dev/null
   cat "$OUT/encoder.log" "$OUT/encoder.md"
 fi
 
