@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "gpu/attention.h"
+#include "gpu/attention_layout.h"
 #include "gpu/kernels_device.cuh"
 #include "gpu/tensor_core_device.cuh"
 
@@ -143,37 +144,8 @@ constexpr int kThreads = kWarps * kWarp;
 constexpr int kVec = 8;                         // halves per 16-byte vector (a "chunk")
 static_assert(kWarps * kRows == kAttentionQueriesPerItem, "one block covers one work item");
 
-// Where row `row`, chunk `chunk` (16 bytes) of a shared-memory tile of rows of kRowChunks
-// chunks lives, in halves from the tile's start. Shared memory serves a warp's request in
-// 128-byte wavefronts of eight 16-byte bank groups, so both writers and readers want the eight
-// chunks that one instruction phase touches to land in eight different groups: cp.async writes
-// whole rows (lanes 0-7 one row), ldmatrix reads one chunk of eight consecutive rows.
-// Where rows fill 128-byte lines exactly (or a power-of-two fraction or multiple of one:
-// head_dim 16, 32, 64, 128), rows are unpadded and each line's chunks are XOR-permuted by the
-// line's place among eight consecutive lines (CUTLASS's and FlashAttention's layout): a row
-// still covers whole lines, and the same chunk of eight consecutive rows falls in eight
-// groups. Other widths (48, 80, 96, 112) keep a 16-byte pad a row, which is conflict-free for
-// ldmatrix but straddles lines on the copies: Nsight Compute counted the padded head_dim-64
-// copies at 10.5 wavefronts against 4 (bench/RESULTS.md).
-template <int kRowChunks>
-struct SharedTile {
-  static constexpr bool kSwizzled = (kRowChunks & (kRowChunks - 1)) == 0;
-  static constexpr int kStride = kRowChunks * kVec + (kSwizzled ? 0 : kVec);  // halves a row
-
-  // Unsigned, so that the compiler can see through row % 8 of a row known to be 8r + lane % 8.
-  __device__ static __forceinline__ unsigned Offset(unsigned row, unsigned chunk) {
-    if constexpr (kSwizzled) {
-      // Rows sharing a line (more than one where a row is under 128 bytes); the XOR's key is
-      // the row's place among eight where rows span lines, its line's otherwise.
-      constexpr unsigned kRowsPerLine = kRowChunks >= 8 ? 1 : 8 / kRowChunks;
-      const unsigned line = row / kRowsPerLine;
-      const unsigned position = (row % kRowsPerLine) * kRowChunks + chunk;  // within its line(s)
-      return line * kRowsPerLine * kStride + (position ^ (line % 8)) * kVec;
-    } else {
-      return row * kStride + chunk * kVec;
-    }
-  }
-};
+using attention_layout::SharedTile;
+static_assert(kVec == attention_layout::kChunkHalves, "a copy moves one chunk");
 
 __device__ __forceinline__ std::uint32_t Load32(const std::uint16_t* p) {
   return *reinterpret_cast<const std::uint32_t*>(p);
