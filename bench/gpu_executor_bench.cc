@@ -34,6 +34,7 @@
 #include "gpu_forward_timer.h"
 #include "option_ab.h"
 #include "chain_gemm_table.h"
+#include "gemm_search_table.h"
 #include "norm_gemm_table.h"
 #include "skinny_gemm_table.h"
 
@@ -470,6 +471,10 @@ int main(int argc, char** argv) {
   if (argc > 3 && (std::string(argv[3]) == "layernorm" || std::string(argv[3]) == "layernorm-profile")) {
     // The LayerNorm kernel's two schedules: their table, or one launch of each to profile.
     return PrintLayerNormTable(MeasureCopyTBps(), std::string(argv[3]) == "layernorm-profile");
+  }
+  if (argc > 3 && std::string(argv[3]) == "gemm-search") {
+    // cuBLASLt's heuristic against every configuration it accepts, BERT-base's GEMMs.
+    return PrintGemmSearchTable(MeasurePeakTflops());
   }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");

@@ -182,6 +182,14 @@ if [[ ${RUN_LAYERNORM:-0} == 1 ]]; then
     > "$OUT/ncu_layernorm_stalls.txt" 2>&1 || status=1
   grep -vE "^==PROF==" "$OUT/ncu_layernorm_stalls.txt" | tail -60
 fi
+if [[ ${RUN_GEMM_SEARCH:-0} == 1 ]]; then
+  # cuBLASLt's heuristic against every configuration it accepts, BERT-base's four GEMMs at
+  # 128, 4,096 and 16,384 rows (the table on stdout, each shape's fastest on stderr).
+  echo "== cuBLASLt configuration search (${SECONDS} s)"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 gemm-search \
+    > "$OUT/gemm_search.md" 2> "$OUT/gemm_search.log" || status=1
+  cat "$OUT/gemm_search.md" "$OUT/gemm_search.log"
+fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   # The SM clock, power and throttle reasons every 200 ms while it runs (encoder_clocks.csv):

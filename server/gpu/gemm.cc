@@ -31,6 +31,89 @@ cudaDataType_t CudaType(Precision precision) {
   return CUDA_R_32F;
 }
 
+cublasComputeType_t ComputeType(Precision precision) {
+  return precision == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+// The values a capability attribute lists (tile ids, stage ids); empty when it lists none.
+std::vector<std::uint32_t> CapList(const cublasLtMatmulAlgo_t& algo,
+                                   cublasLtMatmulAlgoCapAttributes_t attribute) {
+  std::size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, nullptr, 0, &bytes) !=
+          CUBLAS_STATUS_SUCCESS ||
+      bytes == 0) {
+    return {};
+  }
+  std::vector<std::uint32_t> values(bytes / sizeof(std::uint32_t));
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, values.data(), bytes, &bytes) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return {};
+  }
+  return values;
+}
+
+template <typename T>
+T CapValue(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attribute) {
+  T value{};
+  std::size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, &value, sizeof(value), &bytes) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return T{};
+  }
+  return value;
+}
+
+template <typename T>
+T ConfigValue(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  T value{};
+  std::size_t bytes = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &bytes);
+  return value;
+}
+
+template <typename T>
+bool SetConfig(cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute,
+               T value) {
+  return cublasLtMatmulAlgoConfigSetAttribute(&algo, attribute, &value, sizeof(value)) ==
+         CUBLAS_STATUS_SUCCESS;
+}
+
+// cublasLtMatmulTile_t's names, in its order (the ids past the table print as numbers).
+constexpr const char* kTileNames[] = {
+    "undefined", "8x8",     "8x16",    "16x8",    "8x32",    "16x16",   "32x8",   "8x64",
+    "16x32",     "32x16",   "64x8",    "32x32",   "32x64",   "64x32",   "32x128", "64x64",
+    "128x32",    "64x128",  "128x64",  "64x256",  "128x128", "256x64",  "64x512", "128x256",
+    "256x128",   "512x64",  "64x96",   "96x64",   "96x128",  "128x160", "160x128", "192x128",
+    "128x192",   "128x96",  "32x256",  "256x32"};
+
+// cublasLtMatmulStages_t's names by id ("" where the enum has a gap).
+constexpr const char* kStageNames[] = {
+    "undefined", "16x1",  "16x2",  "16x3",  "16x4",  "16x5",  "16x6",    "32x1",
+    "32x2",      "32x3",  "32x4",  "32x5",  "32x6",  "64x1",  "64x2",    "64x3",
+    "64x4",      "64x5",  "64x6",  "128x1", "128x2", "128x3", "128x4",   "128x5",
+    "128x6",     "32x10", "8x4",   "16x10", "8x5",   "",      "",        "8x3",
+    "8xAUTO",    "16xAUTO", "32xAUTO", "64xAUTO", "128xAUTO", "256xAUTO", "768xAUTO"};
+
+// cublasLtClusterShape_t's names by id, as far as the shapes a search tries.
+constexpr const char* kClusterNames[] = {"auto", "", "1x1x1", "2x1x1", "4x1x1", "1x2x1",
+                                         "2x2x1", "4x2x1", "1x4x1", "2x4x1", "4x4x1"};
+
+template <std::size_t kCount>
+std::string EnumName(const char* const (&names)[kCount], std::uint32_t id) {
+  if (id < kCount && names[id][0] != '\0') return names[id];
+  return "#" + std::to_string(id);
+}
+
+// The cluster shapes a search tries: cuBLASLt lists none as a capability, and Hopper's
+// kernels take clusters of up to 4 along one side at these tiles.
+constexpr std::uint16_t kClusterShapes[] = {
+    CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+    CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x2x1, CUBLASLT_CLUSTER_SHAPE_4x1x1,
+    CUBLASLT_CLUSTER_SHAPE_1x4x1};
+// Custom options past this are left out: where an algorithm has more, they are variants of
+// its epilogue or its k-loop, and the first few cover what the search is for.
+constexpr int kMaxCustomOption = 7;
+
 bool HasBias(cublasLtEpilogue_t epilogue) {
   return epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
          epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
@@ -59,8 +142,8 @@ std::string GemmShape::Key(Precision precision, std::size_t workspace_bytes) con
 Result<Gemm> Gemm::Create(Precision precision, const GemmShape& shape) {
   Gemm gemm;
   gemm.shape_ = shape;
-  const cublasComputeType_t compute =
-      precision == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  gemm.precision_ = precision;
+  const cublasComputeType_t compute = ComputeType(precision);
   cublasLtMatmulDesc_t desc = nullptr;
   LTSERVE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
   gemm.desc_.reset(desc);
@@ -114,6 +197,58 @@ Result<std::vector<cublasLtMatmulAlgo_t>> Gemm::Candidates(cublasLtHandle_t hand
   return algos;
 }
 
+Result<std::vector<cublasLtMatmulAlgo_t>> Gemm::AllConfigurations(
+    cublasLtHandle_t handle, std::size_t workspace_bytes, std::size_t limit) const {
+  const cudaDataType_t type = CudaType(precision_);
+  const cublasComputeType_t compute = ComputeType(precision_);
+  constexpr int kMaxIds = 512;
+  std::vector<int> ids(kMaxIds);
+  int id_count = 0;
+  LTSERVE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetIds(handle, compute, CUDA_R_32F, type, type,
+                                                          type, type, kMaxIds, ids.data(),
+                                                          &id_count));
+  std::vector<cublasLtMatmulAlgo_t> found;
+  for (int i = 0; i < id_count && found.size() < limit; ++i) {
+    cublasLtMatmulAlgo_t base{};
+    if (cublasLtMatmulAlgoInit(handle, compute, CUDA_R_32F, type, type, type, type, ids[i],
+                               &base) != CUBLAS_STATUS_SUCCESS) {
+      continue;
+    }
+    std::vector<std::uint32_t> tiles = CapList(base, CUBLASLT_ALGO_CAP_TILE_IDS);
+    if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
+    std::vector<std::uint32_t> stages = CapList(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    if (stages.empty()) stages.push_back(CUBLASLT_MATMUL_STAGES_UNDEFINED);
+    const int custom_max =
+        std::min(CapValue<std::int32_t>(base, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX),
+                 kMaxCustomOption);
+    const std::uint32_t swizzle_max =
+        CapValue<std::uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0 ? 1 : 0;
+    for (const std::uint32_t tile : tiles) {
+      for (const std::uint32_t stage : stages) {
+        for (const std::uint16_t cluster : kClusterShapes) {
+          for (std::uint32_t swizzle = 0; swizzle <= swizzle_max; ++swizzle) {
+            for (std::uint32_t custom = 0; custom <= static_cast<std::uint32_t>(custom_max);
+                 ++custom) {
+              if (found.size() >= limit) return found;
+              cublasLtMatmulAlgo_t algo = base;
+              if (!SetConfig(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, tile) ||
+                  !SetConfig(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, stage) ||
+                  !SetConfig(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, cluster) ||
+                  !SetConfig(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, swizzle) ||
+                  !SetConfig(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, custom) ||
+                  !SetConfig(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, std::uint32_t{1})) {
+                continue;
+              }
+              if (Supports(handle, algo, workspace_bytes)) found.push_back(algo);
+            }
+          }
+        }
+      }
+    }
+  }
+  return found;
+}
+
 bool Gemm::Supports(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo,
                     std::size_t workspace_bytes) const {
   cublasLtMatmulHeuristicResult_t result{};
@@ -145,6 +280,23 @@ Status Gemm::RunWith(const cublasLtMatmulAlgo_t& algo, cublasLtHandle_t handle,
       handle, desc_.get(), &alpha, operands.weight, a_.get(), operands.input, b_.get(), &beta, c,
       cd_.get(), operands.output, cd_.get(), &algo, workspace, workspace_bytes, stream));
   return Status::Ok();
+}
+
+std::string DescribeAlgo(const cublasLtMatmulAlgo_t& algo) {
+  return "algo " + std::to_string(ConfigValue<std::int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID)) +
+         ", tile " +
+         EnumName(kTileNames, ConfigValue<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) +
+         ", stages " +
+         EnumName(kStageNames, ConfigValue<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) +
+         ", cluster " +
+         EnumName(kClusterNames,
+                  ConfigValue<std::uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)) +
+         ", swizzle " +
+         std::to_string(ConfigValue<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) +
+         ", custom " +
+         std::to_string(ConfigValue<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)) +
+         ", split-K " +
+         std::to_string(ConfigValue<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
 }
 
 Result<float> TimeOnStream(const std::function<Status()>& run, cudaStream_t stream) {

@@ -54,6 +54,13 @@ class Gemm {
   // an error) when cuBLASLt has none for this shape/epilogue.
   Result<std::vector<cublasLtMatmulAlgo_t>> Candidates(cublasLtHandle_t handle,
                                                        std::size_t workspace_bytes, int count);
+  // Every configuration cuBLASLt accepts for this matmul within the workspace, enumerated
+  // rather than offered by the heuristic: each algorithm id × tile × stages × cluster shape ×
+  // CTA swizzle × custom option (split-K left out), in that order, at most `limit`. The
+  // heuristic ranks by a model of the GPU; this is what a search beyond it times.
+  Result<std::vector<cublasLtMatmulAlgo_t>> AllConfigurations(cublasLtHandle_t handle,
+                                                              std::size_t workspace_bytes,
+                                                              std::size_t limit) const;
   // True when `algo` can run this matmul with this workspace (e.g. one read from a cache file).
   bool Supports(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo,
                 std::size_t workspace_bytes) const;
@@ -71,11 +78,16 @@ class Gemm {
   Gemm() = default;
 
   GemmShape shape_;
+  Precision precision_ = Precision::kFp32;
   MatmulDesc desc_;
   Layout a_, b_, cd_;
   cublasLtMatmulAlgo_t algo_{};
   bool has_algo_ = false;
 };
+
+// "algo 66, tile 128x192, stages 64x4, cluster 2x1x1, swizzle 0, custom 0, split-K 1": what
+// a configuration is, for tables and logs.
+std::string DescribeAlgo(const cublasLtMatmulAlgo_t& algo);
 
 // Mean milliseconds of one `run` on `stream` after warm-up runs, timed with CUDA events; the
 // error of the first failing run otherwise.
