@@ -98,7 +98,8 @@ int PrintGemmSearchTable(double peak_tflops) {
       auto offered = gemm.value().Candidates(handle.value().get(), kWorkspace,
                                              kHeuristicCandidates);
       if (!offered.ok() || offered.value().empty()) return Fail("heuristic", offered.status());
-      auto all = gemm.value().AllConfigurations(handle.value().get(), kWorkspace, kSearchLimit);
+      auto all = gemm.value().AllConfigurations(handle.value().get(), kWorkspace, kSearchLimit,
+                                                ltserve::gpu::ConfigurationSpace::kEverything);
       if (!all.ok()) return Fail("enumeration", all.status());
 
       // One pass ranks each list; the fastest few of each are timed again below.

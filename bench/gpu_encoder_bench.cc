@@ -464,7 +464,7 @@ int ProfileOnePass(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --gemm-search-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -497,6 +497,13 @@ int main(int argc, char** argv) {
     if (!tokens.ok()) {
       std::fprintf(stderr, "token layout: %s\n", tokens.status().ToString().c_str());
       return 1;
+    }
+    if (argc > 3 && std::string(argv[3]) == "--gemm-search-ab") {
+      // The wide cuBLASLt search against the heuristic in the pass (both loads' logs on stderr).
+      const std::int64_t batches[] = {1, 8, 32, 128};
+      return PrintOptionAB("BERT-base layers, bf16, seq 128", GemmSearchAB(), p, spec,
+                           tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
+                           kSeq);
     }
     const auto load_start = Clock::now();
     auto model = ltserve::gpu::LoadGpuModel(p, spec, tokens.value());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -80,6 +81,15 @@ OptionAB TwoStreamHalvesAB() {
                   [](ltserve::ModelOptions& o) { o.two_stream_halves = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB GemmSearchAB() {
+  OptionAB ab{"the wide cuBLASLt search (gemm_search wide) and the heuristic's candidates (heuristic)",
+              "wide", "heuristic",
+              [](ltserve::ModelOptions& o) { o.gemm_search = ltserve::GemmSearch::kWide; },
+              [](ltserve::ModelOptions& o) { o.gemm_search = ltserve::GemmSearch::kHeuristic; }};
+  ab.same_algorithms = false;
+  return ab;
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,
@@ -91,20 +101,28 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
   std::unique_ptr<GpuForwardTimer> timers[2];
   for (int side = 1; side >= 0; --side) {
     (side == 1 ? ab.set_a : ab.set_b)(spec.options);
+    const auto load_start = std::chrono::steady_clock::now();
     auto model = ltserve::gpu::LoadGpuModel(plan, spec, tokens);
+    const double load_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     auto timer = model.ok() ? GpuForwardTimer::Create(model.value())
                             : ltserve::Result<std::unique_ptr<GpuForwardTimer>>(model.status());
+    const std::string& label = side == 1 ? ab.a_label : ab.b_label;
     if (!timer.ok()) {
-      std::fprintf(stderr, "%s, %s: %s\n", name.c_str(),
-                   (side == 1 ? ab.a_label : ab.b_label).c_str(), timer.status().ToString().c_str());
+      std::fprintf(stderr, "%s, %s: %s\n", name.c_str(), label.c_str(),
+                   timer.status().ToString().c_str());
       std::filesystem::remove(cache);
       return 1;
+    }
+    if (!ab.same_algorithms) {
+      std::fprintf(stderr, "%s, %s: loaded in %.1f s: %s\n", name.c_str(), label.c_str(), load_s,
+                   ltserve::gpu::CreateGpuFactory(model.value())->Describe().c_str());
     }
     timers[side] = std::move(timer).value();
   }
   std::filesystem::remove(cache);
-  std::printf("\n%s, %s (same cuBLASLt algorithms), graph µs:\n\n", name.c_str(),
-              ab.title.c_str());
+  std::printf("\n%s, %s (%s cuBLASLt algorithms), graph µs:\n\n", name.c_str(),
+              ab.title.c_str(), ab.same_algorithms ? "same" : "each its own");
   std::printf("| batch | %s | %s | %s / %s |\n|---:|---:|---:|---:|\n", ab.a_label.c_str(),
               ab.b_label.c_str(), ab.a_label.c_str(), ab.b_label.c_str());
   for (const std::int64_t batch : batches) {

@@ -2,7 +2,7 @@
 // with the same cuBLASLt algorithms (the first load writes an algorithm cache file that the
 // second reads, so a flip between close candidates cannot pass for the option's effect), timed
 // in alternating rounds from their graphs. Used for programmatic_launch and the executor's
-// own GEMM kernels.
+// own GEMM kernels; gemm_search, which chooses the algorithms, keeps a cache key of its own.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,9 @@ struct OptionAB {
   std::string b_label;
   std::function<void(ltserve::ModelOptions&)> set_a;
   std::function<void(ltserve::ModelOptions&)> set_b;
+  // False where the option decides the cuBLASLt algorithms themselves (gemm_search): then each
+  // side keeps its own, and the table says so.
+  bool same_algorithms = true;
 };
 
 // Prints a markdown table: per batch, the median graph µs as A and as B and their ratio.
@@ -42,6 +45,7 @@ OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off
 OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off
 OptionAB TwoStreamHalvesAB();  // a bucket as two halves on two streams allowed (auto) against off
+OptionAB GemmSearchAB();  // the wide cuBLASLt search against the heuristic's candidates
 
 // two_stream_halves taken apart: per batch, the graph µs of the whole pass (off), of the halves
 // one after the other on one stream, and of the halves side by side on two (both `always`,

@@ -37,7 +37,7 @@ echo "== GPU executor build"
   cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
 else
-  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0
+  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0 RUN_GEMM_SEARCH=0 RUN_SEARCH_AB=0
 fi
 
 if [[ ${RUN_GPU_TESTS:-1} == 1 ]]; then
@@ -189,6 +189,17 @@ if [[ ${RUN_GEMM_SEARCH:-0} == 1 ]]; then
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 gemm-search \
     > "$OUT/gemm_search.md" 2> "$OUT/gemm_search.log" || status=1
   cat "$OUT/gemm_search.md" "$OUT/gemm_search.log"
+fi
+if [[ ${RUN_SEARCH_AB:-0} == 1 ]]; then
+  # gemm_search wide against heuristic in whole passes: the MLP at every bucket to 256 rows and
+  # BERT-base at 1, 8, 32 and 128 sequences (tables on stdout; both loads' logs and times on
+  # stderr).
+  echo "== gemm_search wide against heuristic (${SECONDS} s)"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 search-ab \
+    > "$OUT/search_ab.md" 2> "$OUT/search_ab.log" || status=1
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --gemm-search-ab \
+    >> "$OUT/search_ab.md" 2>> "$OUT/search_ab.log" || status=1
+  cat "$OUT/search_ab.md" "$OUT/search_ab.log"
 fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"

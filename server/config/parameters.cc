@@ -106,6 +106,9 @@ const std::vector<KnownParameter>& Known() {
          return v == "auto" || v == "tanh" || v == "exact";
        }},
       Integer<int>("algo_candidates", "an integer > 0", 1, &ModelOptions::algo_candidates),
+      Choice<GemmSearch>("gemm_search", "heuristic or wide",
+                         {{"heuristic", GemmSearch::kHeuristic}, {"wide", GemmSearch::kWide}},
+                         &ModelOptions::gemm_search),
       Boolean("fuse_epilogues", &ModelOptions::fuse_epilogues),
       Choice<OwnKernelMode>("small_batch_kernel", "auto, always or off",
                             {{"auto", OwnKernelMode::kAuto},

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -152,7 +153,8 @@ class DeviceState {
   GemmOperands Operands(const GpuModel& model, const GemmStep& step,
                         std::int64_t first_row = 0) const;
   Result<cublasLtMatmulAlgo_t> ChooseAlgo(const GpuModel& model, const GemmStep& step,
-                                          std::int64_t rows, AlgoCache& cache, int* from_cache);
+                                          std::int64_t rows, GemmSearch search, AlgoCache& cache,
+                                          int* from_cache);
   Result<GemmKernel> ChooseKernel(const GemmStep& step, std::int64_t rows,
                                   const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
                                   int* from_cache);
@@ -184,6 +186,18 @@ class DeviceState {
   DeviceBuffer chain_scratch_;  // the layer-chain kernel's counters and partial sums; zeroed
   DeviceBuffer flush_;   // Tune's state only: overwritten to empty the L2 between timed runs
   std::string own_kernel_failure_;  // Tune's state only: why an own kernel first failed to run
+  // Tune's state only: what the wide cuBLASLt search (gemm_search wide) did, for the load log.
+  struct SearchTally {
+    int shapes = 0;                  // GEMM shapes searched (not taken from the cache)
+    int enumerated = 0;              // of them, those that enumerated cuBLASLt's configurations
+    std::size_t configurations = 0;  // enumerated, summed over the shapes
+    int beyond_heuristic = 0;        // shapes whose choice none of the heuristic's candidates is
+    double seconds = 0;
+  };
+  SearchTally search_tally_;
+  // Tune's state only: the wide search's finalists of the last two enumerating searches, by
+  // GEMM widths (the shape's key without its rows), for the row counts between them.
+  std::map<std::string, std::vector<std::vector<cublasLtMatmulAlgo_t>>> search_finalists_;
 };
 
 }  // namespace ltserve::gpu

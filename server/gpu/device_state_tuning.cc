@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -35,6 +36,13 @@ std::optional<std::pair<Config, float>> FastestCold(const std::vector<Config>& c
     if (!best.has_value() || ms.value() < best->second) best.emplace(candidate, ms.value());
   }
   return best;
+}
+
+// A GEMM shape's cache key: a wide search's algorithm is kept apart from the heuristic's, so
+// that a heuristic load never takes it.
+std::string ShapeKey(const GpuModelOptions& options, const GemmShape& shape, GemmSearch search) {
+  return shape.Key(options.precision, options.workspace_bytes) +
+         (search == GemmSearch::kWide ? ",search=wide" : "");
 }
 
 std::string Fingerprint(int device) {
@@ -161,28 +169,64 @@ std::string HalvesKey(const GpuModel& model, std::size_t bucket, std::size_t hal
          ",rows=" + std::to_string(model.buckets()[bucket]) +
          ",half=" + std::to_string(model.buckets()[half]) +
          (options.two_stream_halves == OwnKernelMode::kAlways ? ",always" : ",auto") +
+         (options.gemm_search == GemmSearch::kWide ? ",search=wide" : "") +
          ",steps=" + hex;
 }
 
 }  // namespace
 
-// The algorithm for one GEMM step at one bucket: from the cache when it still applies, else
-// timed; NOT_FOUND when cuBLASLt has none for this epilogue.
+// The algorithm for one GEMM step at one bucket, as `search` finds it: from the cache when it
+// still applies, else timed; NOT_FOUND when cuBLASLt has none for this epilogue.
 Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, const GemmStep& step,
-                                                     std::int64_t rows, AlgoCache& cache,
-                                                     int* from_cache) {
+                                                     std::int64_t rows, GemmSearch search,
+                                                     AlgoCache& cache, int* from_cache) {
   const GpuModelOptions& options = model.options();
   const GemmShape shape = step.Shape(rows);
   LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, shape));
-  const std::string key = shape.Key(options.precision, options.workspace_bytes);
+  const std::string key = ShapeKey(options, shape, search);
   const cublasLtMatmulAlgo_t* cached = cache.Find(key);
   if (cached != nullptr && gemm.Supports(handle_.get(), *cached, options.workspace_bytes)) {
     ++*from_cache;
     return *cached;
   }
-  Result<cublasLtMatmulAlgo_t> algo =
-      TuneGemm(gemm, handle_.get(), Operands(model, step), workspace_.data(),
-               options.workspace_bytes, options.algo_candidates, stream());
+  Result<cublasLtMatmulAlgo_t> algo = NotFound("");
+  if (search == GemmSearch::kWide) {
+    LTSERVE_RETURN_IF_ERROR(EnsureFlush());
+    // Row counts between powers of two (an encoder's token buckets, every 512 rows) time the
+    // finalists of the last two searches of the same widths instead of enumerating again:
+    // the enumeration's pre-screen is most of a search's time, and it is longest at large row
+    // counts, where most buckets are.
+    GemmShape widths = shape;
+    widths.m = 0;
+    std::vector<std::vector<cublasLtMatmulAlgo_t>>& nearby =
+        search_finalists_[widths.Key(options.precision, options.workspace_bytes)];
+    std::vector<cublasLtMatmulAlgo_t> known;
+    if ((rows & (rows - 1)) != 0) {
+      for (const auto& finalists : nearby) known.insert(known.end(), finalists.begin(), finalists.end());
+    }
+    const auto started = std::chrono::steady_clock::now();
+    Result<SearchedAlgo> searched =
+        SearchGemm(gemm, handle_.get(), Operands(model, step), workspace_.data(),
+                   options.workspace_bytes, options.algo_candidates, known, flush_, stream());
+    search_tally_.seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (searched.ok()) {
+      ++search_tally_.shapes;
+      search_tally_.enumerated += searched.value().configurations > 0 ? 1 : 0;
+      search_tally_.configurations += searched.value().configurations;
+      search_tally_.beyond_heuristic += searched.value().beyond_heuristic ? 1 : 0;
+      if (!searched.value().finalists.empty()) {
+        nearby.push_back(std::move(searched.value().finalists));
+        if (nearby.size() > 2) nearby.erase(nearby.begin());
+      }
+      algo = searched.value().algo;
+    } else {
+      algo = searched.status();
+    }
+  } else {
+    algo = TuneGemm(gemm, handle_.get(), Operands(model, step), workspace_.data(),
+                    options.workspace_bytes, options.algo_candidates, stream());
+  }
   if (!algo.ok()) {
     if (algo.status().code() == StatusCode::kNotFound) return algo.status();
     return algo.status().WithContext("choosing a cuBLASLt algorithm for " + key + ": ");
@@ -226,7 +270,7 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
   // kernels the options let compete (a choice made with the split-K kernel off must not
   // keep it off once it is allowed).
   const std::string key =
-      "own," + step.Shape(rows).Key(options.precision, options.workspace_bytes) +
+      "own," + ShapeKey(options, step.Shape(rows), GemmSearch::kHeuristic) +
       ",then=" + std::to_string(static_cast<int>(step.after)) + ",competing=" +
       (challengers.front().kind == GemmKernel::Kind::kSmallBatch ? "small-batch+" : "") +
       (skinny ? (replace ? "skinny-only" : "skinny") : "cublaslt");
@@ -614,13 +658,22 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
   tuning.kernels.assign(tuning.steps.size(), std::vector<GemmKernel>(buckets));
   int from_cache = 0;
   int kernels_from_cache = 0;
+  const bool wide = options.gemm_search == GemmSearch::kWide;
   for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
     auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
     if (step == nullptr) continue;
     for (std::size_t b = 0; b < buckets; ++b) {
       const std::int64_t rows = model->StepRows(s, b);
-      Result<cublasLtMatmulAlgo_t> algo =
-          state->ChooseAlgo(*model, *step, rows, cache, &from_cache);
+      // Whether one of the executor's own kernels runs the step is decided against the
+      // heuristic's algorithm in either mode: with the wide search's, the own kernels lost at
+      // 1-16 rows on the H200 and then ran the pass 6-20 % slower (bench/RESULTS.md), since the
+      // kernel-by-kernel timing with the L2 emptied does not see the overlap programmatic
+      // launch gives the own kernels in a pass. The search then only replaces the algorithm
+      // of the steps that run cuBLASLt.
+      int heuristic_from_cache = 0;
+      Result<cublasLtMatmulAlgo_t> algo = state->ChooseAlgo(
+          *model, *step, rows, GemmSearch::kHeuristic, cache,
+          wide ? &heuristic_from_cache : &from_cache);
       if (!algo.ok() && algo.status().code() == StatusCode::kNotFound && step->fused) {
         tuning.notes.push_back("linear " + std::to_string(step->k) + "->" +
                                std::to_string(step->n) + " (plan op " + std::to_string(s) +
@@ -635,10 +688,14 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
         continue;
       }
       if (!algo.ok()) return algo.status();
-      tuning.algos[s].push_back(algo.value());
       LTSERVE_ASSIGN_OR_RETURN(
           tuning.kernels[s][b],
           state->ChooseKernel(*step, rows, algo.value(), cache, &kernels_from_cache));
+      if (wide && tuning.kernels[s][b].kind == GemmKernel::Kind::kCublasLt) {
+        LTSERVE_ASSIGN_OR_RETURN(
+            algo, state->ChooseAlgo(*model, *step, rows, GemmSearch::kWide, cache, &from_cache));
+      }
+      tuning.algos[s].push_back(algo.value());
     }
   }
   LTSERVE_RETURN_IF_ERROR(state->ChooseChains(tuning, cache, &kernels_from_cache));
@@ -653,6 +710,17 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
                            "from the cache" +
                            (options.algo_cache_file.empty() ? std::string(" (shapes timed earlier in this load)")
                                                             : " (" + options.algo_cache_file + ")"));
+  }
+  if (const SearchTally& tally = state->search_tally_; tally.shapes > 0) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f", tally.seconds);
+    tuning.notes.push_back(
+        "wide cuBLASLt search: " + std::to_string(tally.shapes) + " GEMM shapes (" +
+        std::to_string(tally.enumerated) + " enumerated, " +
+        std::to_string(tally.enumerated > 0 ? tally.configurations / tally.enumerated : 0) +
+        " configurations each on average; the rest timed nearby row counts' finalists), " +
+        std::to_string(tally.beyond_heuristic) + " beyond the heuristic's candidates, " +
+        seconds + " s");
   }
   for (std::string& note : OwnKernelNotes(*model, tuning)) tuning.notes.push_back(std::move(note));
   if (!state->own_kernel_failure_.empty()) {

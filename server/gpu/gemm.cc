@@ -1,6 +1,9 @@
 #include "gpu/gemm.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -18,6 +21,15 @@ constexpr int kTuneTimedRuns = 10;
 // Cold-cache timing: each run is timed alone between two events (a median of these is robust
 // to the odd slow one), after the flush.
 constexpr int kColdTimedRuns = 9;
+// The wide search's pre-screen: one warm-up (which also loads the kernel) and two timed runs a
+// configuration, enough to tell the few worth a careful timing from the many that are not.
+constexpr int kScreenTimedRuns = 2;
+// Configurations the pre-screen passes to the careful rounds; the rounds' count.
+constexpr std::size_t kSearchFinalists = 6;
+constexpr int kSearchRounds = 3;
+// The enumeration's ceiling: about 1,000 unclustered configurations a BERT-base GEMM on the
+// H200; a cuBLASLt with many more would make loads minutes long.
+constexpr std::size_t kSearchLimit = 4096;
 // How much faster than the heuristic's first choice another candidate must time to replace it.
 constexpr float kClearWin = 0.03f;
 
@@ -105,7 +117,8 @@ std::string EnumName(const char* const (&names)[kCount], std::uint32_t id) {
 }
 
 // The cluster shapes a search tries: cuBLASLt lists none as a capability, and Hopper's
-// kernels take clusters of up to 4 along one side at these tiles.
+// kernels take clusters of up to 4 along one side at these tiles. The first two are
+// ConfigurationSpace::kUnclustered's.
 constexpr std::uint16_t kClusterShapes[] = {
     CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
     CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x2x1, CUBLASLT_CLUSTER_SHAPE_4x1x1,
@@ -113,6 +126,29 @@ constexpr std::uint16_t kClusterShapes[] = {
 // Custom options past this are left out: where an algorithm has more, they are variants of
 // its epilogue or its k-loop, and the first few cover what the search is for.
 constexpr int kMaxCustomOption = 7;
+
+// Mean milliseconds of `runs` back-to-back runs between `start` and `stop`.
+Result<float> MeanOfRuns(const std::function<Status()>& run, int runs, const Event& start,
+                         const Event& stop, cudaStream_t stream) {
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), stream));
+  for (int i = 0; i < runs; ++i) LTSERVE_RETURN_IF_ERROR(run());
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), stream));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return ms / static_cast<float>(runs);
+}
+
+// The wide search's pre-screen: one warm-up, then the mean of kScreenTimedRuns.
+Result<float> TimeBrieflyOnStream(const std::function<Status()>& run, const Event& start,
+                                  const Event& stop, cudaStream_t stream) {
+  LTSERVE_RETURN_IF_ERROR(run());
+  return MeanOfRuns(run, kScreenTimedRuns, start, stop, stream);
+}
+
+bool SameAlgo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) {
+  return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
 
 bool HasBias(cublasLtEpilogue_t epilogue) {
   return epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
@@ -198,7 +234,9 @@ Result<std::vector<cublasLtMatmulAlgo_t>> Gemm::Candidates(cublasLtHandle_t hand
 }
 
 Result<std::vector<cublasLtMatmulAlgo_t>> Gemm::AllConfigurations(
-    cublasLtHandle_t handle, std::size_t workspace_bytes, std::size_t limit) const {
+    cublasLtHandle_t handle, std::size_t workspace_bytes, std::size_t limit,
+    ConfigurationSpace space) const {
+  const bool everything = space == ConfigurationSpace::kEverything;
   const cudaDataType_t type = CudaType(precision_);
   const cublasComputeType_t compute = ComputeType(precision_);
   constexpr int kMaxIds = 512;
@@ -222,10 +260,14 @@ Result<std::vector<cublasLtMatmulAlgo_t>> Gemm::AllConfigurations(
         std::min(CapValue<std::int32_t>(base, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX),
                  kMaxCustomOption);
     const std::uint32_t swizzle_max =
-        CapValue<std::uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0 ? 1 : 0;
+        everything && CapValue<std::uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0
+            ? 1
+            : 0;
+    const std::size_t cluster_count = everything ? std::size(kClusterShapes) : 2;
     for (const std::uint32_t tile : tiles) {
       for (const std::uint32_t stage : stages) {
-        for (const std::uint16_t cluster : kClusterShapes) {
+        for (std::size_t c = 0; c < cluster_count; ++c) {
+          const std::uint16_t cluster = kClusterShapes[c];
           for (std::uint32_t swizzle = 0; swizzle <= swizzle_max; ++swizzle) {
             for (std::uint32_t custom = 0; custom <= static_cast<std::uint32_t>(custom_max);
                  ++custom) {
@@ -303,13 +345,7 @@ Result<float> TimeOnStream(const std::function<Status()>& run, cudaStream_t stre
   for (int i = 0; i < kTuneWarmupRuns; ++i) LTSERVE_RETURN_IF_ERROR(run());
   LTSERVE_ASSIGN_OR_RETURN(Event start, CreateEvent(/*timing=*/true));
   LTSERVE_ASSIGN_OR_RETURN(Event stop, CreateEvent(/*timing=*/true));
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), stream));
-  for (int i = 0; i < kTuneTimedRuns; ++i) LTSERVE_RETURN_IF_ERROR(run());
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), stream));
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return ms / kTuneTimedRuns;
+  return MeanOfRuns(run, kTuneTimedRuns, start, stop, stream);
 }
 
 Result<float> TimeColdOnStream(const std::function<Status()>& run, const DeviceBuffer& flush,
@@ -366,6 +402,83 @@ Result<cublasLtMatmulAlgo_t> TuneGemm(Gemm& gemm, cublasLtHandle_t handle,
   }
   if (best == nullptr) return NotFound("no cuBLASLt candidate algorithm could run");
   return *best;
+}
+
+Result<SearchedAlgo> SearchGemm(Gemm& gemm, cublasLtHandle_t handle, const GemmOperands& operands,
+                                void* workspace, std::size_t workspace_bytes, int candidates,
+                                const std::vector<cublasLtMatmulAlgo_t>& known,
+                                const DeviceBuffer& flush, cudaStream_t stream) {
+  LTSERVE_ASSIGN_OR_RETURN(std::vector<cublasLtMatmulAlgo_t> offered,
+                           gemm.Candidates(handle, workspace_bytes, candidates));
+  if (offered.empty()) return NotFound("cuBLASLt heuristic returned no algorithm");
+  std::vector<cublasLtMatmulAlgo_t> enumerated;
+  if (known.empty()) {
+    LTSERVE_ASSIGN_OR_RETURN(enumerated,
+                             gemm.AllConfigurations(handle, workspace_bytes, kSearchLimit,
+                                                    ConfigurationSpace::kUnclustered));
+  }
+  const auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+    return [&gemm, &algo, handle, &operands, workspace, workspace_bytes, stream] {
+      return gemm.RunWith(algo, handle, operands, workspace, workspace_bytes, stream);
+    };
+  };
+  SearchedAlgo searched;
+  searched.configurations = enumerated.size();
+
+  // Pre-screen. A configuration AlgoCheck accepted but that fails to launch is left out.
+  LTSERVE_ASSIGN_OR_RETURN(Event start, CreateEvent(/*timing=*/true));
+  LTSERVE_ASSIGN_OR_RETURN(Event stop, CreateEvent(/*timing=*/true));
+  std::vector<std::pair<float, std::size_t>> screened;  // (ms, index into enumerated)
+  for (std::size_t i = 0; i < enumerated.size(); ++i) {
+    Result<float> ms = TimeBrieflyOnStream(run(enumerated[i]), start, stop, stream);
+    if (ms.ok()) screened.emplace_back(ms.value(), i);
+  }
+  const std::size_t kept = std::min(kSearchFinalists, screened.size());
+  std::partial_sort(screened.begin(), screened.begin() + kept, screened.end());
+
+  for (std::size_t i = 0; i < kept; ++i) {
+    searched.finalists.push_back(enumerated[screened[i].second]);
+  }
+
+  // The careful rounds: the heuristic's candidates first (its first choice at index 0), then
+  // the pre-screen's fastest or the known ones (each once, and only where this matmul takes it).
+  std::vector<cublasLtMatmulAlgo_t> finalists = offered;
+  for (const cublasLtMatmulAlgo_t& algo : known.empty() ? searched.finalists : known) {
+    const bool listed =
+        std::any_of(finalists.begin(), finalists.end(),
+                    [&](const cublasLtMatmulAlgo_t& other) { return SameAlgo(other, algo); });
+    if (!listed && (known.empty() || gemm.Supports(handle, algo, workspace_bytes))) {
+      finalists.push_back(algo);
+    }
+  }
+  std::vector<std::vector<float>> rounds(finalists.size());
+  for (int round = 0; round < kSearchRounds; ++round) {
+    for (std::size_t f = 0; f < finalists.size(); ++f) {
+      Result<float> ms = TimeColdOnStream(run(finalists[f]), flush, stream);
+      if (ms.ok()) rounds[f].push_back(ms.value());
+    }
+  }
+  const auto median = [&](std::size_t f) {
+    std::vector<float>& times = rounds[f];
+    if (times.size() < kSearchRounds) return std::numeric_limits<float>::infinity();
+    std::nth_element(times.begin(), times.begin() + kSearchRounds / 2, times.end());
+    return times[kSearchRounds / 2];
+  };
+  std::size_t best = 0;
+  float best_ms = median(0);
+  for (std::size_t f = 1; f < finalists.size(); ++f) {
+    const float ms = median(f);
+    if ((best == 0 && std::isfinite(best_ms)) ? ClearlyFaster(ms, best_ms) : ms < best_ms) {
+      best = f;
+      best_ms = ms;
+    }
+  }
+  if (!std::isfinite(best_ms)) return NotFound("no cuBLASLt configuration could run");
+  searched.algo = finalists[best];
+  searched.beyond_heuristic =
+      std::none_of(offered.begin(), offered.end(),
+                   [&](const cublasLtMatmulAlgo_t& algo) { return SameAlgo(algo, searched.algo); });
+  return searched;
 }
 
 }  // namespace ltserve::gpu

@@ -44,6 +44,15 @@ struct GemmOperands {
   void* output = nullptr;
 };
 
+// The configurations Gemm::AllConfigurations enumerates.
+enum class ConfigurationSpace {
+  kEverything,
+  // Cluster shape AUTO or 1x1x1 and no CTA swizzling: about 7x fewer. On the H200 the fastest
+  // configuration of each BERT-base GEMM searched was within 1 % of one of these
+  // (bench/RESULTS.md), and the rest cost load time.
+  kUnclustered,
+};
+
 class Gemm {
  public:
   static Result<Gemm> Create(Precision precision, const GemmShape& shape);
@@ -56,11 +65,13 @@ class Gemm {
                                                        std::size_t workspace_bytes, int count);
   // Every configuration cuBLASLt accepts for this matmul within the workspace, enumerated
   // rather than offered by the heuristic: each algorithm id × tile × stages × cluster shape ×
-  // CTA swizzle × custom option (split-K left out), in that order, at most `limit`. The
-  // heuristic ranks by a model of the GPU; this is what a search beyond it times.
+  // CTA swizzle × custom option (split-K left out), in that order, at most `limit`; `space`
+  // narrows the cluster shapes and swizzles. The heuristic ranks by a model of the GPU; this
+  // is what a search beyond it times.
   Result<std::vector<cublasLtMatmulAlgo_t>> AllConfigurations(cublasLtHandle_t handle,
                                                               std::size_t workspace_bytes,
-                                                              std::size_t limit) const;
+                                                              std::size_t limit,
+                                                              ConfigurationSpace space) const;
   // True when `algo` can run this matmul with this workspace (e.g. one read from a cache file).
   bool Supports(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo,
                 std::size_t workspace_bytes) const;
@@ -108,5 +119,30 @@ Result<cublasLtMatmulAlgo_t> TuneGemm(Gemm& gemm, cublasLtHandle_t handle,
                                       const GemmOperands& operands, void* workspace,
                                       std::size_t workspace_bytes, int candidates,
                                       cudaStream_t stream);
+
+// What SearchGemm chose, and what the load log says about it.
+struct SearchedAlgo {
+  cublasLtMatmulAlgo_t algo{};
+  std::size_t configurations = 0;  // enumerated beyond the heuristic's candidates (0: none)
+  bool beyond_heuristic = false;   // the choice is none of the heuristic's candidates
+  // The enumeration's configurations the pre-screen passed on (empty where none was enumerated):
+  // what a search at a neighbouring row count may time instead of enumerating again.
+  std::vector<cublasLtMatmulAlgo_t> finalists;
+};
+
+// gemm_search wide: the heuristic's `candidates` and every unclustered configuration
+// (ConfigurationSpace::kUnclustered). Each configuration is first timed briefly, warm (a
+// pre-screen of about a thousand); the fastest few and the heuristic's candidates are then
+// timed with the L2 emptied (TimeColdOnStream: in a pass a layer's weights are not in L2),
+// in interleaved rounds so that a drifting clock favours none, each keeping its median. The
+// heuristic's first choice stays unless another is clearly faster. With `known` configurations
+// (the finalists of searches at nearby row counts) nothing is enumerated: those and the
+// heuristic's are timed in the rounds. `flush` as for TimeColdOnStream. NOT_FOUND when the
+// heuristic offers none (as TuneGemm: whether a layer's epilogue fuses does not depend on
+// the search).
+Result<SearchedAlgo> SearchGemm(Gemm& gemm, cublasLtHandle_t handle, const GemmOperands& operands,
+                                void* workspace, std::size_t workspace_bytes, int candidates,
+                                const std::vector<cublasLtMatmulAlgo_t>& known,
+                                const DeviceBuffer& flush, cudaStream_t stream);
 
 }  // namespace ltserve::gpu

@@ -26,6 +26,13 @@ enum class GeluMode : std::uint8_t { kTanhEpilogue, kExact };
 // kAuto where it times faster at load, kAlways wherever it can (tests), kOff never.
 enum class OwnKernelMode : std::uint8_t { kAuto, kAlways, kOff };
 
+// How far the GPU executor looks for each GEMM's cuBLASLt configuration at load: kHeuristic
+// times the algo_candidates the heuristic offers; kWide also times every configuration
+// cuBLASLt accepts without thread-block clusters or CTA swizzling (about a thousand per GEMM
+// shape; gpu/gemm.h), which costs seconds a shape at load and found 14-31 % faster GEMMs than
+// the heuristic's at 128 rows and up to 18 % at 16,384 on the H200 (bench/RESULTS.md).
+enum class GemmSearch : std::uint8_t { kHeuristic, kWide };
+
 // Which executor may run the model: kAuto lowers when possible, kPlan makes failing to lower a
 // load error, kTorchScript never lowers.
 enum class PathChoice : std::uint8_t { kAuto, kPlan, kTorchScript };
@@ -40,6 +47,7 @@ struct ModelOptions {
   GeluMode gelu = GeluMode::kTanhEpilogue;
   std::size_t workspace_bytes = std::size_t{32} << 20;  // cuBLASLt workspace per instance
   int algo_candidates = 8;           // heuristic candidates timed per GEMM
+  GemmSearch gemm_search = GemmSearch::kHeuristic;
   std::string algo_cache_file;       // resolved against the model directory; empty: none
   bool cuda_graphs = true;
   // Hopper and newer: the executor's own kernels (LayerNorm, attention) are launched to start

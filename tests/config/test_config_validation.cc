@@ -249,7 +249,7 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
       "parameters { key: \"precison\" value { string_value: \"bf16\" } }\n";
   ExpectInvalidAt(c, "parameters[precison]", "parameters { key: \"precison\"",
                   "unknown parameter; ltserve knows precision, gelu_epilogue, "
-                  "algo_candidates, fuse_epilogues, small_batch_kernel, skinny_gemm_kernel, "
+                  "algo_candidates, gemm_search, fuse_epilogues, small_batch_kernel, skinny_gemm_kernel, "
                   "layer_chain_kernel, gemm_layernorm_kernel, streaming_layernorm_kernel, "
                   "two_stream_halves, gpu_device, "
                   "cublaslt_workspace_bytes, algo_cache_file, cuda_graphs, programmatic_launch, "

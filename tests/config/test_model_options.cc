@@ -20,6 +20,7 @@ TEST(ModelOptions, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(*options, ModelOptions{});
   EXPECT_EQ(options->precision, Precision::kBf16);
   EXPECT_EQ(options->gelu, GeluMode::kTanhEpilogue);
+  EXPECT_EQ(options->gemm_search, GemmSearch::kHeuristic);
   EXPECT_EQ(options->workspace_bytes, std::size_t{32} << 20);
   EXPECT_FALSE(options->max_sequence_length.has_value());
   EXPECT_FALSE(options->max_tokens_per_batch.has_value());
@@ -29,6 +30,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   Result<ModelOptions> options = Parse({{"precision", "fp16"},
                                         {"gelu_epilogue", "exact"},
                                         {"algo_candidates", "3"},
+                                        {"gemm_search", "wide"},
                                         {"fuse_epilogues", "false"},
                                         {"small_batch_kernel", "always"},
                                         {"skinny_gemm_kernel", "off"},
@@ -52,6 +54,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->precision, Precision::kFp16);
   EXPECT_EQ(options->gelu, GeluMode::kExact);
   EXPECT_EQ(options->algo_candidates, 3);
+  EXPECT_EQ(options->gemm_search, GemmSearch::kWide);
   EXPECT_FALSE(options->fuse_epilogues);
   EXPECT_EQ(options->small_batch, OwnKernelMode::kAlways);
   EXPECT_EQ(options->skinny_gemm, OwnKernelMode::kOff);
@@ -113,7 +116,7 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"small_batch_kernel", "never"},  {"fuse_epilogues", "1"},
       {"skinny_gemm_kernel", "yes"},    {"layer_chain_kernel", "on"},
       {"gemm_layernorm_kernel", "fused"}, {"streaming_layernorm_kernel", "streaming"},
-      {"two_stream_halves", "two"},
+      {"two_stream_halves", "two"},     {"gemm_search", "exhaustive"},
       {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
       {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -201,6 +202,9 @@ void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c
       EXPECT_EQ(describe.find("GEMM + LayerNorm"), std::string::npos) << describe;
     }
   }
+  if (extra["gemm_search"] == "wide") {
+    EXPECT_NE(describe.find("wide cuBLASLt search: "), std::string::npos) << describe;
+  }
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
   const std::string precision = c.precision;
@@ -341,6 +345,22 @@ TEST(GpuExecutor, ExactGeluIsCloserToErfThanTheTanhEpilogue) {
   EXPECT_LT(max_diff[1], 2e-3);
 }
 
+// An instance of each factory, run on the same fresh random rows (FP32 I/O) at each of `rows`:
+// the same output bits.
+void ExpectSameBits(ExecutorFactory& first, ExecutorFactory& second, const plan::Plan& plan,
+                    std::initializer_list<std::int64_t> rows_list) {
+  auto a = first.CreateInstance(0);
+  auto b = second.CreateInstance(0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (std::int64_t rows : rows_list) {
+    const std::vector<float> input = Random(rows * plan.input_width(), 1.0f);
+    const auto x = RunPoisoned(*a.value(), plan, input, rows, DataType::kFp32);
+    const auto y = RunPoisoned(*b.value(), plan, input, rows, DataType::kFp32);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << "rows " << rows;
+  }
+}
+
 TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
   SKIP_WITHOUT_GPU();
   auto plan = ZooPlan();
@@ -357,16 +377,55 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
   EXPECT_NE(eager.value()->Describe().find("from the cache (" + cache.string() + ")"),
             std::string::npos)
       << eager.value()->Describe();
-  auto a = graphed.value()->CreateInstance(0);
-  auto b = eager.value()->CreateInstance(0);
-  ASSERT_TRUE(a.ok() && b.ok());
-  for (std::int64_t rows : {1, 3, 127, 128, kMaxBatch}) {
-    const std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
-    const auto x = RunPoisoned(*a.value(), *plan, input, rows, DataType::kFp32);
-    const auto y = RunPoisoned(*b.value(), *plan, input, rows, DataType::kFp32);
-    ASSERT_EQ(x.size(), y.size());
-    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << "rows " << rows;
+  ExpectSameBits(*graphed.value(), *eager.value(), *plan, {1, 3, 127, 128, kMaxBatch});
+  std::filesystem::remove(cache);
+}
+
+// gemm_search wide: the configurations it takes beyond the heuristic's give the reference's
+// results in every compute precision; its algorithms go to the cache file under keys of their
+// own (one for each GEMM bucket it searched), so that a second wide load takes them all from
+// there and gives the same bits, and a heuristic load, which reads the same file, searches
+// nothing.
+TEST(GpuExecutor, WideGemmSearchMatchesTheReferenceAndKeepsItsChoicesApart) {
+  SKIP_WITHOUT_GPU();
+  auto plan = AlignedPlan();
+  for (const std::string precision : {"fp32", "tf32", "fp16", "bf16"}) {
+    CheckAgainstReference(plan, Case{precision, DataType::kFp32}, {{"gemm_search", "wide"}});
   }
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("ltserve_algo_cache_" + std::to_string(Rng()()));
+  ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+  spec.options.algo_cache_file = cache.string();
+  spec.options.gemm_search = GemmSearch::kWide;
+  auto searched = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(searched.ok()) << searched.status().ToString();
+  const std::string searched_log = searched.value()->Describe();
+  const std::string note = "wide cuBLASLt search: ";
+  const std::size_t at = searched_log.find(note);
+  ASSERT_NE(at, std::string::npos) << searched_log;
+  // At most AlignedPlan's 3 GEMMs at each of the 9 buckets (1..128, 200): those that run cuBLASLt.
+  const int shapes = std::atoi(searched_log.c_str() + at + note.size());
+  EXPECT_GE(shapes, 1) << searched_log;
+  EXPECT_LE(shapes, 27) << searched_log;
+  std::ifstream file(cache);
+  int wide_entries = 0;
+  for (std::string line; std::getline(file, line);) {
+    wide_entries += line.find(",search=wide") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(wide_entries, shapes);
+
+  auto reloaded = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString();
+  const std::string reloaded_log = reloaded.value()->Describe();
+  EXPECT_NE(reloaded_log.find(std::to_string(shapes) + " GEMM algorithms"), std::string::npos)
+      << reloaded_log;
+  EXPECT_EQ(reloaded_log.find(note), std::string::npos) << reloaded_log;
+  spec.options.gemm_search = GemmSearch::kHeuristic;
+  auto heuristic = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(heuristic.ok()) << heuristic.status().ToString();
+  EXPECT_EQ(heuristic.value()->Describe().find(note), std::string::npos)
+      << heuristic.value()->Describe();
+  ExpectSameBits(*searched.value(), *reloaded.value(), *plan, {1, 77, kMaxBatch});
   std::filesystem::remove(cache);
 }
 
