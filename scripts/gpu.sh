@@ -197,8 +197,10 @@ if [[ ${RUN_SEARCH_AB:-0} == 1 ]]; then
   echo "== gemm_search wide against heuristic (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 search-ab \
     > "$OUT/search_ab.md" 2> "$OUT/search_ab.log" || status=1
-  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --gemm-search-ab \
-    >> "$OUT/search_ab.md" 2>> "$OUT/search_ab.log" || status=1
+  if [[ ${SEARCH_AB_ENCODER:-1} == 1 ]]; then
+    ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --gemm-search-ab \
+      >> "$OUT/search_ab.md" 2>> "$OUT/search_ab.log" || status=1
+  fi
   cat "$OUT/search_ab.md" "$OUT/search_ab.log"
 fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then

@@ -18,6 +18,11 @@
 namespace ltserve::gpu {
 namespace {
 
+// gemm_search wide searches from this many rows up; below, the heuristic's algorithm stays. At
+// 1-4 rows the searched configurations timed faster alone but ran the MLP's pass 1-6 % slower
+// in two runs on the H200, while from 16 rows up the pass gained (bench/RESULTS.md).
+constexpr std::int64_t kWideSearchMinRows = 16;
+
 // The fastest of `candidates`, each run by `run(candidate)` and timed with the L2 emptied first
 // (TimeColdOnStream); a candidate that fails to run is left out, the first failure kept in
 // `first_failure` for the load log. nullopt when none ran.
@@ -691,7 +696,8 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
       LTSERVE_ASSIGN_OR_RETURN(
           tuning.kernels[s][b],
           state->ChooseKernel(*step, rows, algo.value(), cache, &kernels_from_cache));
-      if (wide && tuning.kernels[s][b].kind == GemmKernel::Kind::kCublasLt) {
+      if (wide && rows >= kWideSearchMinRows &&
+          tuning.kernels[s][b].kind == GemmKernel::Kind::kCublasLt) {
         LTSERVE_ASSIGN_OR_RETURN(
             algo, state->ChooseAlgo(*model, *step, rows, GemmSearch::kWide, cache, &from_cache));
       }
