@@ -199,8 +199,9 @@ Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, cons
     LTSERVE_RETURN_IF_ERROR(EnsureFlush());
     // Row counts between powers of two (an encoder's token buckets, every 512 rows) time the
     // finalists of the last two searches of the same widths instead of enumerating again:
-    // the enumeration's pre-screen is most of a search's time, and it is longest at large row
-    // counts, where most buckets are.
+    // enumerating and pre-screening is most of a search's time, longest at large row counts,
+    // where most buckets are (BERT-base's wide load: 105 s enumerating at every bucket, 35-38 s
+    // at powers of two only).
     GemmShape widths = shape;
     widths.m = 0;
     std::vector<std::vector<cublasLtMatmulAlgo_t>>& nearby =
@@ -671,8 +672,8 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
       const std::int64_t rows = model->StepRows(s, b);
       // Whether one of the executor's own kernels runs the step is decided against the
       // heuristic's algorithm in either mode: with the wide search's, the own kernels lost at
-      // 1-16 rows on the H200 and then ran the pass 6-20 % slower (bench/RESULTS.md), since the
-      // kernel-by-kernel timing with the L2 emptied does not see the overlap programmatic
+      // 1-16 rows on the H200 and the MLP's pass then ran up to 20 % slower (bench/RESULTS.md):
+      // the kernel-by-kernel timing with the L2 emptied does not see the overlap programmatic
       // launch gives the own kernels in a pass. The search then only replaces the algorithm
       // of the steps that run cuBLASLt.
       int heuristic_from_cache = 0;

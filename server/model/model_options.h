@@ -28,9 +28,9 @@ enum class OwnKernelMode : std::uint8_t { kAuto, kAlways, kOff };
 
 // How far the GPU executor looks for each GEMM's cuBLASLt configuration at load: kHeuristic
 // times the algo_candidates the heuristic offers; kWide also times every configuration
-// cuBLASLt accepts without thread-block clusters or CTA swizzling (about a thousand per GEMM
-// shape; gpu/gemm.h), which costs seconds a shape at load and found 14-31 % faster GEMMs than
-// the heuristic's at 128 rows and up to 18 % at 16,384 on the H200 (bench/RESULTS.md).
+// cuBLASLt accepts without thread-block clusters or CTA swizzling (about 1,250 per GEMM shape;
+// gpu/gemm.h), from 16 rows up. On the H200 that made BERT-base's pass 2-7 % faster at one
+// sequence and 0-2 % at 8-128, and its load 35-38 s instead of 2 (bench/RESULTS.md).
 enum class GemmSearch : std::uint8_t { kHeuristic, kWide };
 
 // Which executor may run the model: kAuto lowers when possible, kPlan makes failing to lower a

@@ -384,8 +384,8 @@ TEST(GpuExecutor, GraphReplayIsBitEqualToEagerRunsAndTheCacheFileIsReused) {
 // gemm_search wide: the configurations it takes beyond the heuristic's give the reference's
 // results in every compute precision; its algorithms go to the cache file under keys of their
 // own (one for each GEMM bucket it searched), so that a second wide load takes them all from
-// there and gives the same bits, and a heuristic load, which reads the same file, searches
-// nothing.
+// there and gives the same bits; and a heuristic load of the same file runs no search (the
+// option decides, not what the file holds).
 TEST(GpuExecutor, WideGemmSearchMatchesTheReferenceAndKeepsItsChoicesApart) {
   SKIP_WITHOUT_GPU();
   auto plan = AlignedPlan();
