@@ -464,7 +464,7 @@ int ProfileOnePass(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --gemm-search-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --gemm-search-ab | --pass-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -504,6 +504,19 @@ int main(int argc, char** argv) {
       return PrintOptionAB("BERT-base layers, bf16, seq 128", GemmSearchAB(), p, spec,
                            tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
                            kSeq);
+    }
+    if (argc > 3 && std::string(argv[3]) == "--pass-ab") {
+      // Own-kernel choices checked in the pass against per kernel: they compete up to 128
+      // tokens, one sequence of 128 or a few short ones; 8 sequences (1,024 tokens) is the
+      // control.
+      const std::int64_t batches[] = {1, 8};
+      const std::int64_t short_batches[] = {1, 2, 4};
+      return PrintOptionAB("BERT-base layers, bf16, seq 128", KernelsInPassAB(), p, spec,
+                           tokens.value(), std::span(batches).first(max_batch >= 8 ? 2 : 1),
+                           kSeq) +
+             PrintOptionAB("BERT-base layers, bf16, seq 8", KernelsInPassAB(), p, spec,
+                           tokens.value(), std::span(short_batches).first(max_batch >= 4 ? 3 : 1),
+                           8);
     }
     const auto load_start = Clock::now();
     auto model = ltserve::gpu::LoadGpuModel(p, spec, tokens.value());

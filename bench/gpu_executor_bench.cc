@@ -442,7 +442,7 @@ int BenchLoneAfterIdle(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | chain | norm | attention | layernorm | gemm-search | search-ab | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | chain | norm | attention | layernorm | gemm-search | search-ab | pass-ab | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -476,15 +476,17 @@ int main(int argc, char** argv) {
     // cuBLASLt's heuristic against every configuration it accepts, BERT-base's GEMMs.
     return PrintGemmSearchTable(MeasurePeakTflops());
   }
-  if (argc > 3 && std::string(argv[3]) == "search-ab") {
-    // The wide cuBLASLt search against the heuristic in the MLP's graphs, every bucket to 256.
+  if (argc > 3 && (std::string(argv[3]) == "search-ab" || std::string(argv[3]) == "pass-ab")) {
+    // In the MLP's graphs, every bucket to 256: the wide cuBLASLt search against the
+    // heuristic, or own-kernel choices checked in the pass against per kernel.
     auto module = torch::jit::load(dir + "/mlp.pt");
     auto plan = Lower(module);
     if (plan == nullptr || !plan->Validate().ok()) return 1;
     const std::int64_t batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-    return PrintOptionAB("MLP 1024-4096-4096-1024 ReLU, FP32 in and out", GemmSearchAB(), plan,
-                         Fp32IoSpec("MLP 1024-4096-4096-1024 ReLU", *plan), std::nullopt, batches,
-                         0);
+    return PrintOptionAB("MLP 1024-4096-4096-1024 ReLU, FP32 in and out",
+                         std::string(argv[3]) == "search-ab" ? GemmSearchAB() : KernelsInPassAB(),
+                         plan, Fp32IoSpec("MLP 1024-4096-4096-1024 ReLU", *plan), std::nullopt,
+                         batches, 0);
   }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");

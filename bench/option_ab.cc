@@ -81,6 +81,15 @@ OptionAB TwoStreamHalvesAB() {
                   [](ltserve::ModelOptions& o) { o.two_stream_halves = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB KernelsInPassAB() {
+  OptionAB ab{"own-kernel choices checked in the pass (check_kernels_in_pass true) and made one kernel at a time (false)",
+              "checked", "per kernel",
+              [](ltserve::ModelOptions& o) { o.check_kernels_in_pass = true; },
+              [](ltserve::ModelOptions& o) { o.check_kernels_in_pass = false; }};
+  ab.print_logs = true;
+  return ab;
+}
+
 OptionAB GemmSearchAB() {
   OptionAB ab{"the wide cuBLASLt search (gemm_search wide) and the heuristic's candidates (heuristic)",
               "wide", "heuristic",
@@ -114,7 +123,7 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
       std::filesystem::remove(cache);
       return 1;
     }
-    if (!ab.same_algorithms) {
+    if (!ab.same_algorithms || ab.print_logs) {
       std::fprintf(stderr, "%s, %s: loaded in %.1f s: %s\n", name.c_str(), label.c_str(), load_s,
                    ltserve::gpu::CreateGpuFactory(model.value())->Describe().c_str());
     }

@@ -28,6 +28,8 @@ struct OptionAB {
   // False where the option decides the cuBLASLt algorithms themselves (gemm_search): then each
   // side keeps its own, and the table says so.
   bool same_algorithms = true;
+  // Print each load's time and log on stderr (always where the algorithms differ).
+  bool print_logs = false;
 };
 
 // Prints a markdown table: per batch, the median graph µs as A and as B and their ratio.
@@ -46,6 +48,9 @@ OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against o
 OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off
 OptionAB TwoStreamHalvesAB();  // a bucket as two halves on two streams allowed (auto) against off
 OptionAB GemmSearchAB();  // the wide cuBLASLt search against the heuristic's candidates
+// Own-kernel choices checked in whole passes (check_kernels_in_pass true) against the choices
+// made one kernel at a time (false); A loads first, so B runs A's choices before the check.
+OptionAB KernelsInPassAB();
 
 // two_stream_halves taken apart: per batch, the graph µs of the whole pass (off), of the halves
 // one after the other on one stream, and of the halves side by side on two (both `always`,

@@ -37,7 +37,7 @@ echo "== GPU executor build"
   cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
 else
-  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0 RUN_GEMM_SEARCH=0 RUN_SEARCH_AB=0
+  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0 RUN_GEMM_SEARCH=0 RUN_SEARCH_AB=0 RUN_PASS_AB=0
 fi
 
 if [[ ${RUN_GPU_TESTS:-1} == 1 ]]; then
@@ -202,6 +202,17 @@ if [[ ${RUN_SEARCH_AB:-0} == 1 ]]; then
       >> "$OUT/search_ab.md" 2>> "$OUT/search_ab.log" || status=1
   fi
   cat "$OUT/search_ab.md" "$OUT/search_ab.log"
+fi
+if [[ ${RUN_PASS_AB:-0} == 1 ]]; then
+  # Own-kernel choices checked in whole passes against per kernel: the MLP at every bucket to
+  # 256 rows and BERT-base at 1 and 8 sequences (tables on stdout; both loads' logs, with the
+  # check's timings, on stderr).
+  echo "== check_kernels_in_pass true against false (${SECONDS} s)"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 pass-ab \
+    > "$OUT/pass_ab.md" 2> "$OUT/pass_ab.log" || status=1
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --pass-ab \
+    >> "$OUT/pass_ab.md" 2>> "$OUT/pass_ab.log" || status=1
+  cat "$OUT/pass_ab.md" "$OUT/pass_ab.log"
 fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"

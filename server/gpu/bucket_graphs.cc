@@ -12,16 +12,8 @@ Result<BucketGraphs> BucketGraphs::Capture(DeviceState& state, std::size_t bucke
   BucketGraphs graphs;
   if (!cuda_graphs) return graphs;
   for (std::size_t b = 0; b < buckets; ++b) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const Status forward = state.Forward(b);
-    cudaGraph_t raw = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream, &raw);
-    Graph graph(raw);
-    LTSERVE_RETURN_IF_ERROR(forward);
-    if (end != cudaSuccess) return CudaError(end, "cudaStreamEndCapture", __FILE__, __LINE__);
-    cudaGraphExec_t exec = nullptr;
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0));
-    graphs.graphs_.emplace_back(exec);
+    LTSERVE_ASSIGN_OR_RETURN(GraphExec exec, CaptureGraph(stream, [&] { return state.Forward(b); }));
+    graphs.graphs_.push_back(std::move(exec));
   }
   return graphs;
 }
@@ -63,16 +55,8 @@ Result<StagedGraphs> StagedGraphs::Capture(DeviceState& state,
   staged.graphs_.resize(bucket_rows.size());
   for (std::size_t b = 0; b < bucket_rows.size(); ++b) {
     if (!Takes(bucket_rows[b], copies)) continue;
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const Status enqueued = EnqueueStaged(state, b, copies);
-    cudaGraph_t raw = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream, &raw);
-    Graph graph(raw);
-    LTSERVE_RETURN_IF_ERROR(enqueued);
-    if (end != cudaSuccess) return CudaError(end, "cudaStreamEndCapture", __FILE__, __LINE__);
-    cudaGraphExec_t exec = nullptr;
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0));
-    staged.graphs_[b].reset(exec);
+    LTSERVE_ASSIGN_OR_RETURN(staged.graphs_[b],
+                             CaptureGraph(stream, [&] { return EnqueueStaged(state, b, copies); }));
   }
   return staged;
 }

@@ -52,4 +52,17 @@ Result<Buffer<Allocation>> Buffer<Allocation>::Create(std::size_t bytes, const s
 template class Buffer<DeviceAllocation>;
 template class Buffer<PinnedAllocation>;
 
+Result<GraphExec> CaptureGraph(cudaStream_t stream, const std::function<Status()>& enqueue) {
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const Status enqueued = enqueue();
+  cudaGraph_t raw = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream, &raw);
+  Graph graph(raw);
+  LTSERVE_RETURN_IF_ERROR(enqueued);
+  if (end != cudaSuccess) return CudaError(end, "cudaStreamEndCapture", __FILE__, __LINE__);
+  cudaGraphExec_t exec = nullptr;
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0));
+  return GraphExec(exec);
+}
+
 }  // namespace ltserve::gpu

@@ -137,6 +137,21 @@ class DeviceState {
   // bucket the streaming one takes (and no GEMM + LayerNorm launch covers), and records in
   // tuning.layer_norm_schedules where it wins (kAuto: clearly; kAlways: wherever it runs).
   Status ChooseLayerNormSchedules(GemmTuning& tuning);
+  // Tune's, after ChooseLayerNormSchedules (device_state_pass_check.cc): at each bucket where
+  // a GEMM step has a runner-up of the other side (`runner_ups`, [step][bucket], from
+  // ChooseKernel), times whole passes from captured graphs with each layer shape's choice as
+  // made and flipped to its runner-up, one shape after another, and keeps a flip where the
+  // pass replays clearly faster (check_kernels_in_pass). `model` is the untuned model; the
+  // flips are kept in `cache`.
+  Status ChoosePassKernels(const std::shared_ptr<const GpuModel>& model, GemmTuning& tuning,
+                           const std::vector<std::vector<std::optional<GemmKernel>>>& runner_ups,
+                           AlgoCache& cache, int* from_cache);
+  // A graph of `bucket`'s steps with the kernels the current model_ chooses, captured on this
+  // state's stream and instantiated; ChoosePassKernels times several such graphs in turn.
+  Result<GraphExec> CapturePass(std::size_t bucket);
+  // Sequences of up to 128 tokens over `rows` rows (fewer and longer where a pooled plan holds
+  // fewer sequences), for attention while whole passes are timed at load; a no-op without it.
+  Status SetTimingSequences(std::int64_t rows);
   // Tune's, last: on this state switched to `tuned` (the model with every other choice made),
   // times each bucket HalfBucketCandidate allows whole and as two halves, whole passes on
   // sequences of up to 128 tokens, and records in tuning.half_buckets where the halves win
@@ -157,7 +172,7 @@ class DeviceState {
                                           int* from_cache);
   Result<GemmKernel> ChooseKernel(const GemmStep& step, std::int64_t rows,
                                   const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
-                                  int* from_cache);
+                                  int* from_cache, std::optional<GemmKernel>* alternative);
   void* Value(plan::ValueId id) const { return values_[static_cast<std::size_t>(id)].data(); }
   // Row `row` of value `id` (width from the plan, the storage dtype).
   void* ValueRow(plan::ValueId id, std::int64_t row) const;

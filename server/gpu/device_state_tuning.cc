@@ -14,6 +14,7 @@
 
 #include "gpu/algo_cache.h"
 #include "gpu/cuda_check.h"
+#include "gpu/tuning_keys.h"
 
 namespace ltserve::gpu {
 namespace {
@@ -56,24 +57,6 @@ std::string Fingerprint(int device) {
   return std::string(properties.name) + " sm_" + std::to_string(properties.major) +
          std::to_string(properties.minor) + " cublasLt " + std::to_string(cublasLtGetVersion());
 }
-
-// Row counts in order of first use, each once, for a load-log note: "at 8, 32, 1024 rows".
-class DistinctRows {
- public:
-  void Add(std::int64_t rows) {
-    if (std::find(rows_.begin(), rows_.end(), rows) == rows_.end()) rows_.push_back(rows);
-  }
-  std::string Text() const {
-    std::string text = "at";
-    for (std::size_t r = 0; r < rows_.size(); ++r) {
-      text += (r > 0 ? ", " : " ") + std::to_string(rows_[r]);
-    }
-    return text + " rows";
-  }
-
- private:
-  std::vector<std::int64_t> rows_;
-};
 
 // The load log's account of the executor's own kernels: how many (step, bucket) pairs run the
 // small-batch, split-K, GEMM + LayerNorm and streaming LayerNorm kernels, and at which row
@@ -142,40 +125,16 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
 // Options that change timing but not bits (programmatic launch, LayerNorm's schedule, graphs)
 // are left out: loads that differ only in them share the choice and so give the same bits.
 std::string HalvesKey(const GpuModel& model, std::size_t bucket, std::size_t half) {
-  std::string text;
-  for (std::size_t s = 0; s < model.steps().size(); ++s) {
-    const Step& step = model.steps()[s];
-    text += std::to_string(step.index()) + ":";
-    if (const auto* gemm = std::get_if<GemmStep>(&step)) {
-      text += std::to_string(gemm->k) + ">" + std::to_string(gemm->n) + "," +
-              std::to_string(static_cast<int>(gemm->Effective(model.options().gelu))) +
-              (gemm->bias_offset != kNoOffset ? ",b" : "") +
-              (gemm->residual != plan::kNoValue ? ",r" : "") + (gemm->fused ? ",f" : "") + "," +
-              model.Kernel(s, bucket).ToText() + "," + model.Kernel(s, half).ToText();
-    } else if (const auto* norm = std::get_if<LayerNormStep>(&step)) {
-      text += std::to_string(model.plan().values()[norm->output].width) +
-              (norm->residual != plan::kNoValue ? ",r" : "");
-    } else if (const auto* attention = std::get_if<AttentionStep>(&step)) {
-      text += std::to_string(attention->num_heads) + "x" + std::to_string(attention->head_dim);
-    } else if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
-      text += std::to_string(static_cast<int>(pointwise->activation)) +
-              (pointwise->residual != plan::kNoValue ? ",r" : "");
-    }
-    text += ";";
-  }
-  std::uint64_t digest = 14695981039346656037ull;
-  for (const char c : text) {
-    digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(digest));
+  const std::string text = StepsText(model, [&](std::size_t s) {
+    return model.Kernel(s, bucket).ToText() + "," + model.Kernel(s, half).ToText();
+  });
   const GpuModelOptions& options = model.options();
   return std::string("halves,") + PrecisionName(options.precision) +
          ",rows=" + std::to_string(model.buckets()[bucket]) +
          ",half=" + std::to_string(model.buckets()[half]) +
          (options.two_stream_halves == OwnKernelMode::kAlways ? ",always" : ",auto") +
          (options.gemm_search == GemmSearch::kWide ? ",search=wide" : "") +
-         ",steps=" + hex;
+         ",steps=" + Digest(text);
 }
 
 }  // namespace
@@ -246,13 +205,18 @@ Result<cublasLtMatmulAlgo_t> DeviceState::ChooseAlgo(const GpuModel& model, cons
 // cache emptied before every run (TimeColdOnStream says why). kAlways takes an own kernel
 // wherever one applies; an own kernel that fails to launch is left out, not fatal. The choice
 // is kept in `cache` under the shape's key: a cached choice the options still allow is taken
-// without timing (repeated layers, and restarts with an algorithm cache file).
+// without timing (repeated layers, and restarts with an algorithm cache file). `alternative`
+// is set to the runner-up of the other side, for ChoosePassKernels: the fastest own kernel
+// that ran where cuBLASLt won, cuBLASLt where an own kernel won; left empty where there is
+// none (nothing competed, or an `always` mode).
 Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t rows,
                                              const cublasLtMatmulAlgo_t& algo, AlgoCache& cache,
-                                             int* from_cache) {
+                                             int* from_cache,
+                                             std::optional<GemmKernel>* alternative) {
   const GpuModelOptions& options = model_->options();
   const ElemType storage = StorageType(options.precision);
   GemmKernel cublaslt;
+  alternative->reset();
   if (!step.fused) return cublaslt;
   const bool small_batch = options.small_batch != OwnKernelMode::kOff &&
                            SmallBatchLinearSupports(storage, rows, step.k);
@@ -280,18 +244,26 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
       ",then=" + std::to_string(static_cast<int>(step.after)) + ",competing=" +
       (challengers.front().kind == GemmKernel::Kind::kSmallBatch ? "small-batch+" : "") +
       (skinny ? (replace ? "skinny-only" : "skinny") : "cublaslt");
-  if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
-    const bool allowed = (*cached == cublaslt && !replace) ||
-                         std::find(challengers.begin(), challengers.end(), *cached) !=
-                             challengers.end();
-    if (allowed) {
-      ++*from_cache;
-      return *cached;
+  const auto allowed = [&](const GemmKernel& kernel) {
+    return (kernel == cublaslt && !replace) ||
+           std::find(challengers.begin(), challengers.end(), kernel) != challengers.end();
+  };
+  // The runner-up is kept under a key of its own; a file written before it existed has
+  // none, and then the pass has nothing to flip this step to.
+  const std::string alternative_key = key + ",runner-up";
+  if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr && allowed(*cached)) {
+    ++*from_cache;
+    if (const GemmKernel* runner_up = cache.FindKernel(alternative_key);
+        runner_up != nullptr && allowed(*runner_up) && !(*runner_up == *cached)) {
+      *alternative = *runner_up;
     }
+    return *cached;
   }
   LTSERVE_RETURN_IF_ERROR(EnsureFlush());
   GemmKernel best = cublaslt;
   float best_ms = std::numeric_limits<float>::infinity();
+  std::optional<GemmKernel> fastest_own;
+  float fastest_own_ms = std::numeric_limits<float>::infinity();
   if (!replace) {
     LTSERVE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(options.precision, step.Shape(rows)));
     LTSERVE_ASSIGN_OR_RETURN(best_ms, TimeColdOnStream([&] {
@@ -308,6 +280,10 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
       if (own_kernel_failure_.empty()) own_kernel_failure_ = ms.status().ToString();
       continue;
     }
+    if (ms.value() < fastest_own_ms) {
+      fastest_own = challenger;
+      fastest_own_ms = ms.value();
+    }
     const bool wins = best.kind == GemmKernel::Kind::kCublasLt && !replace
                           ? ClearlyFaster(ms.value(), best_ms)
                           : ms.value() < best_ms;
@@ -317,6 +293,14 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
     }
   }
   cache.PutKernel(key, best);
+  if (!replace) {
+    if (best == cublaslt) {
+      *alternative = fastest_own;
+    } else {
+      *alternative = cublaslt;
+    }
+    if (alternative->has_value()) cache.PutKernel(alternative_key, **alternative);
+  }
   return best;
 }
 
@@ -599,16 +583,7 @@ Status DeviceState::ChooseHalves(std::shared_ptr<const GpuModel> tuned, GemmTuni
       }
       continue;
     }
-    if (attention_batch_.has_value()) {
-      std::int64_t length = std::min<std::int64_t>(rows, 128);
-      if (options.capacity_sequences > 0) {
-        length = std::max(length, (rows + options.capacity_sequences - 1) / options.capacity_sequences);
-      }
-      std::vector<std::int32_t> lengths(static_cast<std::size_t>(rows / length),
-                                        static_cast<std::int32_t>(length));
-      if (rows % length != 0) lengths.push_back(static_cast<std::int32_t>(rows % length));
-      LTSERVE_RETURN_IF_ERROR(SetSequences(lengths));
-    }
+    LTSERVE_RETURN_IF_ERROR(SetTimingSequences(rows));
     const auto pass = [&](std::size_t half) { return RunStepsSplit(b, half, {}); };
     bool halves = always;
     if (always) {
@@ -664,6 +639,9 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
   tuning.kernels.assign(tuning.steps.size(), std::vector<GemmKernel>(buckets));
   int from_cache = 0;
   int kernels_from_cache = 0;
+  // [step][bucket]: each own-kernel choice's runner-up of the other side, for ChoosePassKernels.
+  std::vector<std::vector<std::optional<GemmKernel>>> runner_ups(
+      tuning.steps.size(), std::vector<std::optional<GemmKernel>>(buckets));
   const bool wide = options.gemm_search == GemmSearch::kWide;
   for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
     auto* step = std::get_if<GemmStep>(&tuning.steps[s]);
@@ -690,13 +668,15 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
         ChooseEpilogue(*step, options.gelu);
         tuning.algos[s].clear();
         tuning.kernels[s].assign(buckets, GemmKernel{});
+        runner_ups[s].assign(buckets, std::nullopt);
         b = static_cast<std::size_t>(-1);  // every bucket again, unfused (the loop's ++b wraps)
         continue;
       }
       if (!algo.ok()) return algo.status();
       LTSERVE_ASSIGN_OR_RETURN(
           tuning.kernels[s][b],
-          state->ChooseKernel(*step, rows, algo.value(), cache, &kernels_from_cache));
+          state->ChooseKernel(*step, rows, algo.value(), cache, &kernels_from_cache,
+                              &runner_ups[s][b]));
       if (wide && rows >= kWideSearchMinRows &&
           tuning.kernels[s][b].kind == GemmKernel::Kind::kCublasLt) {
         LTSERVE_ASSIGN_OR_RETURN(
@@ -708,6 +688,8 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
   LTSERVE_RETURN_IF_ERROR(state->ChooseChains(tuning, cache, &kernels_from_cache));
   LTSERVE_RETURN_IF_ERROR(state->ChooseNormGemms(tuning, cache, &kernels_from_cache));
   LTSERVE_RETURN_IF_ERROR(state->ChooseLayerNormSchedules(tuning));
+  LTSERVE_RETURN_IF_ERROR(
+      state->ChoosePassKernels(model, tuning, runner_ups, cache, &kernels_from_cache));
   if (from_cache + kernels_from_cache > 0) {
     // Repeated shapes (the layers of an encoder) hit the cache too, file or not.
     tuning.notes.push_back(std::to_string(from_cache) + " GEMM algorithms " +

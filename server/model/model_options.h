@@ -83,6 +83,13 @@ struct ModelOptions {
   // the SMs the other half's tails leave idle (gpu/device_state.h). Needs a bucket of exactly
   // half the rows, whose kernels each half runs.
   OwnKernelMode two_stream_halves = OwnKernelMode::kAuto;
+  // GPU path: the own-kernel choices above (small-batch, split-K), made one GEMM at a time
+  // with the L2 emptied, are then checked in whole passes of each bucket where they compete:
+  // each layer shape's choice is flipped to the runner-up of the other side (cuBLASLt or the
+  // fastest own kernel) where the pass's graph replays clearly faster that way. One kernel
+  // timed alone misses what the pass gives or takes (programmatic launch, the L2 as the layers
+  // before leave it), and close choices flipped between identical loads (bench/RESULTS.md).
+  bool check_kernels_in_pass = true;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal
   PathChoice execution_path = PathChoice::kAuto;

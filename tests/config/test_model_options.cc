@@ -21,6 +21,7 @@ TEST(ModelOptions, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(options->precision, Precision::kBf16);
   EXPECT_EQ(options->gelu, GeluMode::kTanhEpilogue);
   EXPECT_EQ(options->gemm_search, GemmSearch::kHeuristic);
+  EXPECT_TRUE(options->check_kernels_in_pass);
   EXPECT_EQ(options->workspace_bytes, std::size_t{32} << 20);
   EXPECT_FALSE(options->max_sequence_length.has_value());
   EXPECT_FALSE(options->max_tokens_per_batch.has_value());
@@ -38,6 +39,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"gemm_layernorm_kernel", "auto"},
                                         {"streaming_layernorm_kernel", "off"},
                                         {"two_stream_halves", "always"},
+                                        {"check_kernels_in_pass", "false"},
                                         {"gpu_device", "2"},
                                         {"cublaslt_workspace_bytes", "4096"},
                                         {"algo_cache_file", "cache/../algos.txt"},
@@ -62,6 +64,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->gemm_layernorm, OwnKernelMode::kAuto);
   EXPECT_EQ(options->streaming_layernorm, OwnKernelMode::kOff);
   EXPECT_EQ(options->two_stream_halves, OwnKernelMode::kAlways);
+  EXPECT_FALSE(options->check_kernels_in_pass);
   EXPECT_EQ(options->gpu_device, 2);
   EXPECT_EQ(options->workspace_bytes, 4096u);
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
@@ -117,6 +120,7 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"skinny_gemm_kernel", "yes"},    {"layer_chain_kernel", "on"},
       {"gemm_layernorm_kernel", "fused"}, {"streaming_layernorm_kernel", "streaming"},
       {"two_stream_halves", "two"},     {"gemm_search", "exhaustive"},
+      {"check_kernels_in_pass", "yes"},
       {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
       {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {

@@ -411,7 +411,9 @@ TEST(GpuExecutor, WideGemmSearchMatchesTheReferenceAndKeepsItsChoicesApart) {
   std::ifstream file(cache);
   int wide_entries = 0;
   for (std::string line; std::getline(file, line);) {
-    wide_entries += line.find(",search=wide") != std::string::npos ? 1 : 0;
+    // Algorithm lines only: kernel and pass choices of a wide load carry the mode too.
+    const bool algorithm = line.rfind("kernel ", 0) != 0 && line.rfind("choice ", 0) != 0;
+    wide_entries += algorithm && line.find(",search=wide") != std::string::npos ? 1 : 0;
   }
   EXPECT_EQ(wide_entries, shapes);
 
@@ -427,6 +429,74 @@ TEST(GpuExecutor, WideGemmSearchMatchesTheReferenceAndKeepsItsChoicesApart) {
   EXPECT_EQ(heuristic.value()->Describe().find(note), std::string::npos)
       << heuristic.value()->Describe();
   ExpectSameBits(*searched.value(), *reloaded.value(), *plan, {1, 77, kMaxBatch});
+  std::filesystem::remove(cache);
+}
+
+// check_kernels_in_pass: with the choices the pass check makes, every 16-bit precision gives
+// the reference's results; the check times each bucket where an own kernel competes (AlignedPlan:
+// the 8 buckets of 1 to 128 rows) and keeps one choice per bucket in the cache file; flips read
+// from the file run the runner-ups (here every step at every bucket flipped through the file),
+// say so in the load log and still give the reference's results; and a load with the check off
+// reads no flip.
+TEST(GpuExecutor, KernelChoicesCheckedInThePassMatchTheReferenceAndComeBackFromTheCache) {
+  SKIP_WITHOUT_GPU();
+  auto plan = AlignedPlan();
+  for (const std::string precision : {"fp16", "bf16"}) {
+    CheckAgainstReference(plan, Case{precision, DataType::kFp32}, {{"check_kernels_in_pass", "true"}});
+  }
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("ltserve_algo_cache_" + std::to_string(Rng()()));
+  ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+  spec.options.algo_cache_file = cache.string();
+  spec.options.check_kernels_in_pass = true;
+  auto checked = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  const std::string note = "own-kernel choices checked in the pass at 8 buckets: ";
+  EXPECT_NE(checked.value()->Describe().find(note), std::string::npos) << checked.value()->Describe();
+
+  // Every pass choice rewritten to flip AlignedPlan's three GEMM steps (0, 1, 2).
+  std::vector<std::string> lines;
+  int pass_choices = 0;
+  {
+    std::ifstream in(cache);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("choice pass,", 0) == 0) {
+        ++pass_choices;
+        line = line.substr(0, line.rfind(' ')) + " flip:0,1,2";
+      }
+      lines.push_back(line);
+    }
+  }
+  EXPECT_EQ(pass_choices, 8);
+  {
+    std::ofstream out(cache, std::ios::trunc);
+    for (const std::string& line : lines) out << line << "\n";
+  }
+  auto flipped = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(flipped.ok()) << flipped.status().ToString();
+  const std::string flipped_log = flipped.value()->Describe();
+  // Three distinct layer shapes at each of the 8 buckets.
+  EXPECT_NE(flipped_log.find(note + "24 flipped (linear 64->128 at 1 rows to "), std::string::npos)
+      << flipped_log;
+  auto instance = flipped.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  auto quantize = [](float v) { return RoundTo(v, "bf16"); };
+  for (std::int64_t rows : {1, 2, 3, 77, 128, 129}) {
+    std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+    for (float& v : input) v = quantize(v);
+    const std::vector<float> out = RunPoisoned(*instance.value(), *plan, input, rows, DataType::kFp32);
+    const std::vector<double> ref = testing::ReferenceForward(*plan, input, rows, quantize);
+    const double error = RelativeError(out, ref);
+    std::printf("bf16 rows=%ld, every own-kernel choice flipped: relative error %.3g\n",
+                static_cast<long>(rows), error);
+    EXPECT_LE(error, Tolerance("bf16")) << "rows " << rows;
+  }
+
+  spec.options.check_kernels_in_pass = false;
+  auto unchecked = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(unchecked.ok()) << unchecked.status().ToString();
+  EXPECT_EQ(unchecked.value()->Describe().find("checked in the pass"), std::string::npos)
+      << unchecked.value()->Describe();
   std::filesystem::remove(cache);
 }
 
