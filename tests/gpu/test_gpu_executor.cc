@@ -436,8 +436,8 @@ TEST(GpuExecutor, WideGemmSearchMatchesTheReferenceAndKeepsItsChoicesApart) {
 // the reference's results; the check times each bucket where an own kernel competes (AlignedPlan:
 // the 8 buckets of 1 to 128 rows) and keeps one choice per bucket in the cache file; flips read
 // from the file run the runner-ups (here every step at every bucket flipped through the file),
-// say so in the load log and still give the reference's results; and a load with the check off
-// reads no flip.
+// say so in the load log and still give the reference's results; a malformed choice in the
+// file is timed again, never applied in part; and a load with the check off reads no flip.
 TEST(GpuExecutor, KernelChoicesCheckedInThePassMatchTheReferenceAndComeBackFromTheCache) {
   SKIP_WITHOUT_GPU();
   auto plan = AlignedPlan();
@@ -454,24 +454,36 @@ TEST(GpuExecutor, KernelChoicesCheckedInThePassMatchTheReferenceAndComeBackFromT
   const std::string note = "own-kernel choices checked in the pass at 8 buckets: ";
   EXPECT_NE(checked.value()->Describe().find(note), std::string::npos) << checked.value()->Describe();
 
-  // Every pass choice rewritten to flip AlignedPlan's three GEMM steps (0, 1, 2).
-  std::vector<std::string> lines;
-  int pass_choices = 0;
-  {
-    std::ifstream in(cache);
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("choice pass,", 0) == 0) {
-        ++pass_choices;
-        line = line.substr(0, line.rfind(' ')) + " flip:0,1,2";
+  // Every pass choice in the file rewritten to `word`; returns how many there were.
+  const auto rewrite_pass_choices = [&](const std::string& word) {
+    std::vector<std::string> lines;
+    int pass_choices = 0;
+    {
+      std::ifstream in(cache);
+      for (std::string line; std::getline(in, line);) {
+        if (line.rfind("choice pass,", 0) == 0) {
+          ++pass_choices;
+          line = line.substr(0, line.rfind(' ')) + " " + word;
+        }
+        lines.push_back(line);
       }
-      lines.push_back(line);
     }
-  }
-  EXPECT_EQ(pass_choices, 8);
-  {
     std::ofstream out(cache, std::ios::trunc);
     for (const std::string& line : lines) out << line << "\n";
+    return pass_choices;
+  };
+  // A word that names a step with no runner-up (99), or is not a list of steps, is not applied
+  // in part: the bucket is timed again, and the load neither fails nor flips everything.
+  for (const std::string word : {"flip:0,1,99", "flip:", "flip:0,,1", "flip:-1", "halves"}) {
+    EXPECT_EQ(rewrite_pass_choices(word), 8) << word;
+    auto reread = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+    ASSERT_TRUE(reread.ok()) << word << ": " << reread.status().ToString();
+    const std::string log = reread.value()->Describe();
+    EXPECT_NE(log.find(note), std::string::npos) << word << ": " << log;
+    EXPECT_EQ(log.find(note + "24 flipped"), std::string::npos) << word << ": " << log;
   }
+  // Every pass choice rewritten to flip AlignedPlan's three GEMM steps (0, 1, 2).
+  EXPECT_EQ(rewrite_pass_choices("flip:0,1,2"), 8);
   auto flipped = CreateGpuExecutorFactory(plan, spec, std::nullopt);
   ASSERT_TRUE(flipped.ok()) << flipped.status().ToString();
   const std::string flipped_log = flipped.value()->Describe();
