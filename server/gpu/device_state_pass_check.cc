@@ -32,23 +32,12 @@ constexpr int kRounds = 3;
 
 Result<float> MeanReplayMs(cudaGraphExec_t graph, cudaStream_t stream, const Event& start,
                            const Event& stop) {
-  for (int i = 0; i < kWarmupReplays; ++i) {
+  const auto replay = [&]() -> Status {
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph, stream));
-  }
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), stream));
-  for (int i = 0; i < kTimedReplays; ++i) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph, stream));
-  }
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), stream));
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return ms / kTimedReplays;
-}
-
-float Median(std::vector<float> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
+    return Status::Ok();
+  };
+  for (int i = 0; i < kWarmupReplays; ++i) LTSERVE_RETURN_IF_ERROR(replay());
+  return MeanOfRuns(replay, kTimedReplays, start, stop, stream);
 }
 
 const char* KindName(const GemmKernel& kernel) {
@@ -208,19 +197,20 @@ Status DeviceState::ChoosePassKernels(
     LTSERVE_ASSIGN_OR_RETURN(GraphExec base, CapturePass(b));
     std::vector<std::size_t> flips;
     timed += (timed.empty() ? "" : "; ") + std::to_string(rows) + " rows:";
-    // Flips `steps` where the pass replays clearly faster that way; `label` names them in the
-    // load log's ratios.
-    const auto try_flip = [&](const std::vector<std::size_t>& steps,
-                              const std::string& label) -> Status {
+    // Shape after shape, each flip kept becoming the next one's base. Flipping every shape no
+    // single flip took all at once (an own kernel starts early only after another own kernel)
+    // was tried and never won: 1.08-2.27x slower at every bucket of the MLP and BERT-base on
+    // the H200 (bench/RESULTS.md).
+    for (const std::vector<std::size_t>& shape : shapes) {
       GemmTuning trial = tuning;
-      for (const std::size_t s : steps) trial.kernels[s][b] = *runner_ups[s][b];
+      for (const std::size_t s : shape) trial.kernels[s][b] = *runner_ups[s][b];
       model_ = model->WithTuning(trial);
       Result<GraphExec> flipped_graph = CapturePass(b);
       if (!flipped_graph.ok()) {
         // An own kernel that cannot run here stays out, as in ChooseKernel.
         if (own_kernel_failure_.empty()) own_kernel_failure_ = flipped_graph.status().ToString();
         LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
-        return Status::Ok();
+        continue;
       }
       std::vector<float> base_ms;
       std::vector<float> flipped_ms;
@@ -231,27 +221,21 @@ Status DeviceState::ChoosePassKernels(
         base_ms.push_back(as_chosen);
         flipped_ms.push_back(other);
       }
-      const float as_chosen = Median(base_ms);
-      const float other = Median(flipped_ms);
-      char ratio[32];
-      std::snprintf(ratio, sizeof(ratio), " %.3f", static_cast<double>(other / as_chosen));
-      timed += (timed.back() == ':' ? " " : ", ") + label + ratio;
-      if (!ClearlyFaster(other, as_chosen)) return Status::Ok();
+      const float as_chosen = MedianMs(std::move(base_ms));
+      const float other = MedianMs(std::move(flipped_ms));
+      const auto& gemm = std::get<GemmStep>(tuning.steps[shape.front()]);
+      char ratio[96];
+      std::snprintf(ratio, sizeof(ratio), "%s %lld->%lld %.3f", timed.back() == ':' ? "" : ",",
+                    static_cast<long long>(gemm.k), static_cast<long long>(gemm.n),
+                    static_cast<double>(other / as_chosen));
+      timed += ratio;
+      if (!ClearlyFaster(other, as_chosen)) continue;
       tuning.kernels = std::move(trial.kernels);
       base = std::move(flipped_graph.value());
-      for (const std::size_t s : steps) {
+      for (const std::size_t s : shape) {
         flips.push_back(s);
         note_flip(s);
       }
-      return Status::Ok();
-    };
-    // Shape after shape; flipping every shape no single flip took all at once (an own kernel
-    // starts early only after another own kernel) was tried and never won: 1.08-2.27x slower
-    // at every bucket of the MLP and BERT-base on the H200 (bench/RESULTS.md).
-    for (const std::vector<std::size_t>& shape : shapes) {
-      const auto& gemm = std::get<GemmStep>(tuning.steps[shape.front()]);
-      LTSERVE_RETURN_IF_ERROR(
-          try_flip(shape, std::to_string(gemm.k) + "->" + std::to_string(gemm.n)));
     }
     std::sort(flips.begin(), flips.end());
     cache.PutChoice(key, FlipWord(flips));

@@ -127,18 +127,6 @@ constexpr std::uint16_t kClusterShapes[] = {
 // its epilogue or its k-loop, and the first few cover what the search is for.
 constexpr int kMaxCustomOption = 7;
 
-// Mean milliseconds of `runs` back-to-back runs between `start` and `stop`.
-Result<float> MeanOfRuns(const std::function<Status()>& run, int runs, const Event& start,
-                         const Event& stop, cudaStream_t stream) {
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), stream));
-  for (int i = 0; i < runs; ++i) LTSERVE_RETURN_IF_ERROR(run());
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), stream));
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return ms / static_cast<float>(runs);
-}
-
 // The wide search's pre-screen: one warm-up, then the mean of kScreenTimedRuns.
 Result<float> TimeBrieflyOnStream(const std::function<Status()>& run, const Event& start,
                                   const Event& stop, cudaStream_t stream) {
@@ -341,6 +329,22 @@ std::string DescribeAlgo(const cublasLtMatmulAlgo_t& algo) {
          std::to_string(ConfigValue<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
 }
 
+Result<float> MeanOfRuns(const std::function<Status()>& run, int runs, const Event& start,
+                         const Event& stop, cudaStream_t stream) {
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), stream));
+  for (int i = 0; i < runs; ++i) LTSERVE_RETURN_IF_ERROR(run());
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), stream));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return ms / static_cast<float>(runs);
+}
+
+float MedianMs(std::vector<float> ms) {
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
 Result<float> TimeOnStream(const std::function<Status()>& run, cudaStream_t stream) {
   for (int i = 0; i < kTuneWarmupRuns; ++i) LTSERVE_RETURN_IF_ERROR(run());
   LTSERVE_ASSIGN_OR_RETURN(Event start, CreateEvent(/*timing=*/true));
@@ -368,8 +372,7 @@ Result<float> TimeColdOnStream(const std::function<Status()>& run, const DeviceB
     LTSERVE_CUDA_RETURN_IF_ERROR(
         cudaEventElapsedTime(&ms[i], marks[2 * i].get(), marks[2 * i + 1].get()));
   }
-  std::nth_element(ms.begin(), ms.begin() + kColdTimedRuns / 2, ms.end());
-  return ms[kColdTimedRuns / 2];
+  return MedianMs(std::move(ms));
 }
 
 bool ClearlyFaster(float challenger_ms, float incumbent_ms) {
@@ -459,10 +462,8 @@ Result<SearchedAlgo> SearchGemm(Gemm& gemm, cublasLtHandle_t handle, const GemmO
     }
   }
   const auto median = [&](std::size_t f) {
-    std::vector<float>& times = rounds[f];
-    if (times.size() < kSearchRounds) return std::numeric_limits<float>::infinity();
-    std::nth_element(times.begin(), times.begin() + kSearchRounds / 2, times.end());
-    return times[kSearchRounds / 2];
+    if (rounds[f].size() < kSearchRounds) return std::numeric_limits<float>::infinity();
+    return MedianMs(rounds[f]);
   };
   std::size_t best = 0;
   float best_ms = median(0);

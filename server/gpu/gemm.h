@@ -109,6 +109,11 @@ Result<float> TimeOnStream(const std::function<Status()>& run, cudaStream_t stre
 // weights once would time faster than it runs if timed back to back on weights left in L2.
 Result<float> TimeColdOnStream(const std::function<Status()>& run, const DeviceBuffer& flush,
                                cudaStream_t stream);
+// Mean milliseconds of `runs` back-to-back runs between `start` and `stop`, no warm-up.
+Result<float> MeanOfRuns(const std::function<Status()>& run, int runs, const Event& start,
+                         const Event& stop, cudaStream_t stream);
+// The median of `ms` (the upper middle of an even count); `ms` must not be empty.
+float MedianMs(std::vector<float> ms);
 // The margin by which a challenger must beat an incumbent's time to replace it.
 bool ClearlyFaster(float challenger_ms, float incumbent_ms);
 
