@@ -442,7 +442,7 @@ int BenchLoneAfterIdle(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | chain | norm | attention | layernorm | gemm-search | search-ab | pass-ab | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | chain | norm | attention | layernorm | gemm-search | search-ab | pass-ab | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -455,6 +455,11 @@ int main(int argc, char** argv) {
   if (argc > 3 && std::string(argv[3]) == "copies") {
     // Only the lone-request anatomy (the served benchmark's run prints it beside its tables).
     return BenchCopiesInGraph("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
+  }
+  if (argc > 3 && std::string(argv[3]) == "skinny-profile") return ProfileFewRowGemms();
+  if (argc > 3 && std::string(argv[3]) == "skinny") {
+    // The few-row kernels' tables alone: one GEMM at a time, then the MLP's layers as a graph.
+    return PrintSkinnyGemmTable(MeasureCopyTBps());
   }
   if (argc > 3 && (std::string(argv[3]) == "chain" || std::string(argv[3]) == "chain-profile")) {
     // The layer-chain kernel alone: its table, or one launch of each configuration to profile.

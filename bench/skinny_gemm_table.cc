@@ -1,6 +1,11 @@
 #include "skinny_gemm_table.h"
 
+#include <cuda_profiler_api.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -9,6 +14,7 @@
 #include "gpu/gemm.h"
 #include "gpu/kernels.h"
 #include "gpu/skinny_gemm.h"
+#include "gpu/streamed_gemm.h"
 
 namespace ltserve_bench {
 namespace {
@@ -31,6 +37,197 @@ int Fail(const std::string& what, const ltserve::Status& status) {
   return 1;
 }
 
+ltserve::Status Launched(cudaError_t error, const std::string& what) {
+  if (error != cudaSuccess) return ltserve::Internal(what + ": " + cudaGetErrorString(error));
+  return ltserve::Status::Ok();
+}
+
+// The fastest and slowest of `configs`, each timed alone with the L2 emptied; `launch(config)`
+// enqueues one run.
+template <typename Config>
+struct Timed {
+  float best_ms = std::numeric_limits<float>::infinity();
+  float worst_ms = 0;
+  std::optional<Config> best;
+};
+template <typename Config, typename Launch>
+ltserve::Result<Timed<Config>> TimeEach(const std::vector<Config>& configs, Launch&& launch,
+                                        const DeviceBuffer& flush, cudaStream_t s) {
+  Timed<Config> timed;
+  for (const Config& config : configs) {
+    LTSERVE_ASSIGN_OR_RETURN(const float ms, TimeColdOnStream([&] {
+      return Launched(launch(config), config.Describe());
+    }, flush, s));
+    std::fprintf(stderr, "  %s: %.1f us\n", config.Describe().c_str(), 1000.0 * ms);
+    if (ms < timed.best_ms) {
+      timed.best_ms = ms;
+      timed.best = config;
+    }
+    timed.worst_ms = std::max(timed.worst_ms, ms);
+  }
+  return timed;
+}
+
+// Twice the L2, zeroed on `s`: TimeColdOnStream reads it before each timed run.
+ltserve::Result<DeviceBuffer> L2FlushBuffer(cudaStream_t s) {
+  int device = 0;
+  int l2 = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
+  LTSERVE_ASSIGN_OR_RETURN(DeviceBuffer flush,
+                           DeviceBuffer::Create(2 * static_cast<std::size_t>(l2), "flush"));
+  cudaMemsetAsync(flush.data(), 0, flush.bytes(), s);
+  return flush;
+}
+
+int SmCount() {
+  int device = 0;
+  int sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  return sms;
+}
+
+std::string Us(const std::optional<float>& ms) {
+  if (!ms.has_value()) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", 1000.0 * *ms);
+  return text;
+}
+
+std::string Ratio(double ratio) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", ratio);
+  return text;
+}
+
+// The MLP's three layers as one captured graph, each layer one kernel of a kind, at the
+// configuration that timed fastest alone at these rows; the L2 emptied before each replay.
+int PrintMlpPassTable(double copy_tbps) {
+  struct MlpLayer {
+    std::int64_t k, n;
+  };
+  const MlpLayer layers[] = {{1024, 4096}, {4096, 4096}, {4096, 1024}};
+  const std::int64_t row_counts[] = {1, 2, 4, 8, 16, 32};
+  constexpr std::size_t kWorkspace = std::size_t{32} << 20;
+  auto stream = CreateStream();
+  auto handle = CreateLtHandle();
+  if (!stream.ok() || !handle.ok()) return Fail("stream or handle", stream.status());
+  cudaStream_t s = stream.value().get();
+  auto flush = L2FlushBuffer(s);
+  auto workspace = DeviceBuffer::Create(kWorkspace, "workspace");
+  if (!flush.ok() || !workspace.ok()) return Fail("buffers", flush.status());
+  std::vector<DeviceBuffer> weights, biases, activations;
+  std::size_t weight_bytes = 0;
+  for (std::size_t i = 0; i <= std::size(layers); ++i) {
+    const std::int64_t width = i == 0 ? layers[0].k : layers[i - 1].n;
+    auto a = DeviceBuffer::Create(static_cast<std::size_t>(32 * width) * 2, "activations");
+    if (!a.ok()) return Fail("buffers", a.status());
+    LaunchFillRandom(a.value().data(), ElemType::kBf16, 32 * width, 10 + i, s);
+    activations.push_back(std::move(a).value());
+    if (i == std::size(layers)) break;
+    auto w = DeviceBuffer::Create(static_cast<std::size_t>(layers[i].k * layers[i].n) * 2, "weights");
+    auto b = DeviceBuffer::Create(static_cast<std::size_t>(layers[i].n) * 2, "bias");
+    if (!w.ok() || !b.ok()) return Fail("buffers", w.status());
+    LaunchFillRandom(w.value().data(), ElemType::kBf16, layers[i].k * layers[i].n, 20 + i, s);
+    LaunchFillRandom(b.value().data(), ElemType::kBf16, layers[i].n, 30 + i, s);
+    weight_bytes += w.value().bytes();
+    weights.push_back(std::move(w).value());
+    biases.push_back(std::move(b).value());
+  }
+  const int sms = SmCount();
+  const auto none = ltserve::plan::Activation::kNone;
+  std::printf("\nThe MLP 1024-4096-4096-1024's three layers as one CUDA graph, bf16, bias "
+              "epilogue, the L2 emptied before each replay (median of 9): each layer one kernel "
+              "of a kind, at the configuration timed fastest alone at these rows; own kernels "
+              "launched programmatically unless said; floor = %.1f MB / %.2f TB/s.\n\n",
+              weight_bytes / 1e6, copy_tbps);
+  std::printf("| rows | floor µs | cuBLASLt µs | split-K µs | streamed µs | streamed, plain "
+              "launches µs | streamed / split-K | streamed / floor |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const std::int64_t rows : row_counts) {
+    std::vector<std::function<ltserve::Status(bool)>> cublas, skinny, streamed;
+    std::vector<Gemm> gemms;
+    std::vector<cublasLtMatmulAlgo_t> algos;
+    for (std::size_t i = 0; i < std::size(layers); ++i) {
+      const MlpLayer& layer = layers[i];
+      const GemmShape shape{rows, layer.n, layer.k, CUBLASLT_EPILOGUE_BIAS, false};
+      auto gemm = Gemm::Create(ltserve::Precision::kBf16, shape);
+      if (!gemm.ok()) return Fail("Gemm::Create", gemm.status());
+      auto candidates = gemm.value().Candidates(handle.value().get(), kWorkspace, 1);
+      if (!candidates.ok() || candidates.value().empty()) return Fail("heuristic", candidates.status());
+      gemms.push_back(std::move(gemm).value());
+      algos.push_back(candidates.value().front());
+    }
+    for (std::size_t i = 0; i < std::size(layers); ++i) {
+      const MlpLayer& layer = layers[i];
+      void* x = activations[i].data();
+      void* y = activations[i + 1].data();
+      void* w = weights[i].data();
+      void* b = biases[i].data();
+      cublas.push_back([&, i, x, y, w, b](bool) {
+        return gemms[i].RunWith(algos[i], handle.value().get(), GemmOperands{w, x, b, nullptr, y},
+                                workspace.value().data(), kWorkspace, s);
+      });
+      auto split = TimeEach(SkinnyGemmCandidates(rows, layer.n, layer.k), [&](const SkinnyGemmConfig& c) {
+        return LaunchSkinnyGemm(c, x, w, b, nullptr, y, rows, layer.n, layer.k, none,
+                                ElemType::kBf16, false, s);
+      }, flush.value(), s);
+      auto stream_k = TimeEach(StreamedGemmCandidates(rows, layer.n, layer.k, sms), [&](const StreamedGemmConfig& c) {
+        return LaunchStreamedGemm(c, x, w, b, nullptr, y, rows, layer.n, layer.k, none,
+                                  ElemType::kBf16, false, s);
+      }, flush.value(), s);
+      if (!split.ok()) return Fail("split-K run", split.status());
+      if (!stream_k.ok()) return Fail("streamed run", stream_k.status());
+      if (!split.value().best || !stream_k.value().best) {
+        return Fail("candidates", ltserve::Internal("no candidate ran"));
+      }
+      const SkinnyGemmConfig split_config = *split.value().best;
+      const StreamedGemmConfig stream_config = *stream_k.value().best;
+      const std::int64_t n = layer.n;
+      const std::int64_t k = layer.k;
+      skinny.push_back([=](bool programmatic) {
+        return Launched(LaunchSkinnyGemm(split_config, x, w, b, nullptr, y, rows, n, k, none,
+                                         ElemType::kBf16, programmatic, s), "split-K");
+      });
+      streamed.push_back([=](bool programmatic) {
+        return Launched(LaunchStreamedGemm(stream_config, x, w, b, nullptr, y, rows, n, k, none,
+                                           ElemType::kBf16, programmatic, s), "streamed");
+      });
+    }
+    const auto pass_ms = [&](const std::vector<std::function<ltserve::Status(bool)>>& steps,
+                             bool programmatic) -> ltserve::Result<float> {
+      LTSERVE_ASSIGN_OR_RETURN(GraphExec graph, CaptureGraph(s, [&]() -> ltserve::Status {
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+          LTSERVE_RETURN_IF_ERROR(steps[i](programmatic && i > 0));
+        }
+        return ltserve::Status::Ok();
+      }));
+      return TimeColdOnStream([&] {
+        return Launched(cudaGraphLaunch(graph.get(), s), "graph launch");
+      }, flush.value(), s);
+    };
+    auto cublas_ms = pass_ms(cublas, false);
+    auto skinny_ms = pass_ms(skinny, true);
+    auto streamed_ms = pass_ms(streamed, true);
+    auto plain_ms = pass_ms(streamed, false);
+    if (!cublas_ms.ok() || !skinny_ms.ok() || !streamed_ms.ok() || !plain_ms.ok()) {
+      return Fail("pass", !cublas_ms.ok()   ? cublas_ms.status()
+                          : !skinny_ms.ok() ? skinny_ms.status()
+                          : !streamed_ms.ok() ? streamed_ms.status()
+                                              : plain_ms.status());
+    }
+    const double floor_us = weight_bytes / (copy_tbps * 1e6);
+    std::printf("| %ld | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n",
+                static_cast<long>(rows), floor_us, 1000.0 * cublas_ms.value(),
+                1000.0 * skinny_ms.value(), 1000.0 * streamed_ms.value(),
+                1000.0 * plain_ms.value(), streamed_ms.value() / skinny_ms.value(),
+                1000.0 * streamed_ms.value() / floor_us);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int PrintSkinnyGemmTable(double copy_tbps) {
@@ -42,11 +239,8 @@ int PrintSkinnyGemmTable(double copy_tbps) {
   auto stream = CreateStream();
   auto handle = CreateLtHandle();
   if (!stream.ok() || !handle.ok()) return Fail("stream or handle", stream.status());
-  int device = 0;
-  int l2 = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
-  auto flush = DeviceBuffer::Create(2 * static_cast<std::size_t>(l2), "flush");
+  cudaStream_t s = stream.value().get();
+  auto flush = L2FlushBuffer(s);
   auto workspace = DeviceBuffer::Create(kWorkspace, "workspace");
   auto w = DeviceBuffer::Create(std::size_t{4096} * 4096 * 2, "weights");
   auto x = DeviceBuffer::Create(std::size_t{128} * 4096 * 2, "x");
@@ -55,17 +249,18 @@ int PrintSkinnyGemmTable(double copy_tbps) {
   if (!flush.ok() || !workspace.ok() || !w.ok() || !x.ok() || !bias.ok() || !y.ok()) {
     return Fail("buffers", flush.status());
   }
-  cudaStream_t s = stream.value().get();
-  cudaMemsetAsync(flush.value().data(), 0, flush.value().bytes(), s);
   LaunchFillRandom(w.value().data(), ElemType::kBf16, w.value().bytes() / 2, 1, s);
   LaunchFillRandom(x.value().data(), ElemType::kBf16, x.value().bytes() / 2, 2, s);
   LaunchFillRandom(bias.value().data(), ElemType::kBf16, bias.value().bytes() / 2, 3, s);
 
   std::printf("\nOne GEMM at a time, bf16, bias epilogue, L2 emptied before each run (median of "
-              "9): cuBLASLt's first heuristic algorithm against every split-K candidate; floor = "
-              "weight bytes / %.2f TB/s.\n\n", copy_tbps);
+              "9): cuBLASLt's first heuristic algorithm against every split-K and every streamed "
+              "candidate (streamed: up to %ld rows); floor = weight bytes / %.2f TB/s.\n\n",
+              static_cast<long>(kStreamedGemmMaxRows), copy_tbps);
   std::printf("| layer | rows | floor µs | cuBLASLt µs | best split-K µs | its configuration | "
-              "worst split-K µs | best / cuBLASLt |\n|---|---:|---:|---:|---:|---|---:|---:|\n");
+              "worst split-K µs | best / cuBLASLt | best streamed µs | its configuration | "
+              "streamed / cuBLASLt |\n|---|---:|---:|---:|---:|---|---:|---:|---:|---|---:|\n");
+  const int sms = SmCount();
   for (const Layer& layer : layers) {
     for (const std::int64_t rows : row_counts) {
       const GemmShape shape{rows, layer.n, layer.k, CUBLASLT_EPILOGUE_BIAS, false};
@@ -101,15 +296,62 @@ int PrintSkinnyGemmTable(double copy_tbps) {
         }
         worst = std::max(worst, ms.value());
       }
+      auto streamed = TimeEach(StreamedGemmCandidates(rows, layer.n, layer.k, sms),
+                               [&](const StreamedGemmConfig& config) {
+        return LaunchStreamedGemm(config, x.value().data(), w.value().data(), bias.value().data(),
+                                  nullptr, y.value().data(), rows, layer.n, layer.k,
+                                  ltserve::plan::Activation::kNone, ElemType::kBf16, false, s);
+      }, flush.value(), s);
+      if (!streamed.ok()) return Fail("streamed run", streamed.status());
+      const Timed<StreamedGemmConfig>& st = streamed.value();
       const double floor_us = 2.0 * layer.k * layer.n / (copy_tbps * 1e6);
-      std::printf("| %s %ld->%ld | %ld | %.1f | %.1f | %.1f | %s | %.1f | %.2f |\n", layer.model,
-                  static_cast<long>(layer.k), static_cast<long>(layer.n), static_cast<long>(rows),
-                  floor_us, 1000.0 * cublas_ms.value(), 1000.0 * best, best_config.c_str(),
-                  1000.0 * worst, best / cublas_ms.value());
+      std::printf("| %s %ld->%ld | %ld | %.1f | %.1f | %.1f | %s | %.1f | %.2f | %s | %s | %s |\n",
+                  layer.model, static_cast<long>(layer.k), static_cast<long>(layer.n),
+                  static_cast<long>(rows), floor_us, 1000.0 * cublas_ms.value(), 1000.0 * best,
+                  best_config.c_str(), 1000.0 * worst, best / cublas_ms.value(),
+                  st.best ? Us(st.best_ms).c_str() : "-",
+                  st.best ? st.best->Describe().c_str() : "not offered",
+                  st.best ? Ratio(st.best_ms / cublas_ms.value()).c_str() : "-");
       std::fflush(stdout);
     }
   }
-  return 0;
+  return PrintMlpPassTable(copy_tbps);
+}
+
+int ProfileFewRowGemms() {
+  constexpr std::int64_t kN = 4096;
+  constexpr std::int64_t kK = 4096;
+  auto stream = CreateStream();
+  auto w = DeviceBuffer::Create(std::size_t{kN} * kK * 2, "weights");
+  auto x = DeviceBuffer::Create(std::size_t{32} * kK * 2, "x");
+  auto bias = DeviceBuffer::Create(std::size_t{kN} * 2, "bias");
+  auto y = DeviceBuffer::Create(std::size_t{32} * kN * 2, "y");
+  if (!stream.ok() || !w.ok() || !x.ok() || !bias.ok() || !y.ok()) {
+    return Fail("buffers", stream.status());
+  }
+  cudaStream_t s = stream.value().get();
+  LaunchFillRandom(w.value().data(), ElemType::kBf16, kN * kK, 1, s);
+  LaunchFillRandom(x.value().data(), ElemType::kBf16, 32 * kK, 2, s);
+  LaunchFillRandom(bias.value().data(), ElemType::kBf16, kN, 3, s);
+  const auto none = ltserve::plan::Activation::kNone;
+  const int sms = SmCount();
+  cudaStreamSynchronize(s);
+  cudaProfilerStart();
+  for (const std::int64_t rows : {1, 8}) {
+    for (const SkinnyGemmConfig& c : SkinnyGemmCandidates(rows, kN, kK)) {
+      if (c.cluster != 8) continue;
+      std::fprintf(stderr, "profiled: %ld rows, %s\n", static_cast<long>(rows), c.Describe().c_str());
+      LaunchSkinnyGemm(c, x.value().data(), w.value().data(), bias.value().data(), nullptr,
+                       y.value().data(), rows, kN, kK, none, ElemType::kBf16, false, s);
+    }
+    for (const StreamedGemmConfig& c : StreamedGemmCandidates(rows, kN, kK, sms)) {
+      std::fprintf(stderr, "profiled: %ld rows, %s\n", static_cast<long>(rows), c.Describe().c_str());
+      LaunchStreamedGemm(c, x.value().data(), w.value().data(), bias.value().data(), nullptr,
+                         y.value().data(), rows, kN, kK, none, ElemType::kBf16, false, s);
+    }
+  }
+  cudaProfilerStop();
+  return cudaStreamSynchronize(s) == cudaSuccess ? 0 : 1;
 }
 
 }  // namespace ltserve_bench

@@ -1,4 +1,4 @@
-// The split-K kernel against cuBLASLt one GEMM at a time, with the L2 emptied before each
+// The split-K and streamed kernels against cuBLASLt one GEMM at a time, with the L2 emptied before each
 // timed run (as the executor's tuner times them): every candidate configuration per layer shape
 // and row count, so that what the tuner chose, and by how much, can be read off.
 #pragma once
@@ -6,8 +6,15 @@
 namespace ltserve_bench {
 
 // Prints a markdown table for the MLP's and BERT-base's layer shapes at 1, 8, 32 and 128 rows,
-// bf16. `copy_tbps`: the copy bandwidth measured in the run, for the weight-streaming floor.
-// Returns 0, or 1 after printing what failed.
+// bf16 (the streamed kernel's candidates beside the split-K kernel's), then the MLP's three
+// layers as one graph at 1 to 32 rows, each layer cuBLASLt, split-K or streamed. `copy_tbps`:
+// the copy bandwidth measured in the run, for the weight-streaming floor. Returns 0, or 1
+// after printing what failed.
 int PrintSkinnyGemmTable(double copy_tbps);
+
+// One launch of each few-row kernel configuration on a 4096 x 4096 layer at 1 and 8 rows
+// (split-K at 8-block clusters, every streamed candidate) between cudaProfilerStart and Stop,
+// each named on stderr, for Nsight Compute.
+int ProfileFewRowGemms();
 
 }  // namespace ltserve_bench

@@ -72,6 +72,21 @@ if [[ ${RUN_BENCH:-1} == 1 ]]; then
     > "$OUT/bench.md" 2> "$OUT/bench.log" || status=1
   cat "$OUT/bench.log" "$OUT/bench.md"
 fi
+if [[ ${RUN_SKINNY:-0} == 1 ]]; then
+  # The few-row GEMM kernels alone: split-K and streamed against cuBLASLt one GEMM at a time,
+  # then the MLP's three layers as one graph of each kind (also part of RUN_BENCH's table).
+  echo "== few-row GEMM kernels (${SECONDS} s)"
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 skinny \
+    > "$OUT/skinny.md" 2> "$OUT/skinny.log" || status=1
+  cat "$OUT/skinny.log" "$OUT/skinny.md"
+  ncu --profile-from-start off --clock-control none --print-units base --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 skinny-profile \
+    > "$OUT/ncu_skinny.csv" 2> "$OUT/ncu_skinny.log" || status=1
+  grep profiled: "$OUT/ncu_skinny.log"
+  grep -E "gpu__time|dram__|sm__warps|launch__grid" "$OUT/ncu_skinny.csv" |
+    sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $(NF-2), $NF}' | tail -120
+fi
 if [[ ${RUN_CHAIN:-0} == 1 ]]; then
   # The layer-chain kernel alone: its table against the layers one kernel each, then each
   # configuration once under Nsight Compute (time, DRAM traffic and throughput, L2 hit rate,

@@ -16,12 +16,14 @@ constexpr int kPortableClusterBlocks = 8;
 // Enqueues kKernel on `stream` with `grid` in clusters of shape `cluster` and `smem_bytes` of
 // dynamic shared memory; with `programmatic`, as a programmatic dependent launch
 // (kernels_device.cuh). The first launch of kKernel on a device opts it in to clusters past
-// kPortableClusterBlocks and to its dynamic shared memory past the default 48 KiB (a kernel's
-// `smem_bytes` is the same at every launch): that first launch is at load (timing), never
-// under stream capture. Returns the first error.
+// kPortableClusterBlocks and to `max_smem_bytes` of dynamic shared memory (past the default
+// 48 KiB; every later launch's `smem_bytes` must be within it): that first launch is at load
+// (timing), never under stream capture. Returns the first error.
 template <auto kKernel, typename... Args>
-cudaError_t LaunchInClusters(dim3 cluster, dim3 grid, dim3 block, std::size_t smem_bytes,
-                             bool programmatic, cudaStream_t stream, Args... args) {
+cudaError_t LaunchInClustersUpTo(std::size_t max_smem_bytes, dim3 cluster, dim3 grid, dim3 block,
+                                 std::size_t smem_bytes, bool programmatic, cudaStream_t stream,
+                                 Args... args) {
+  if (smem_bytes > max_smem_bytes) return cudaErrorInvalidValue;
   static std::atomic<std::uint64_t> opted_in{0};  // one bit per device, for this kernel
   int device = 0;
   if (const cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
@@ -33,7 +35,7 @@ cudaError_t LaunchInClusters(dim3 cluster, dim3 grid, dim3 block, std::size_t sm
       return error;
     }
     if (const cudaError_t error = cudaFuncSetAttribute(
-            kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+            kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem_bytes));
         error != cudaSuccess) {
       return error;
     }
@@ -54,6 +56,14 @@ cudaError_t LaunchInClusters(dim3 cluster, dim3 grid, dim3 block, std::size_t sm
   config.attrs = attributes;
   config.numAttrs = programmatic ? 2 : 1;
   return cudaLaunchKernelEx(&config, kKernel, args...);
+}
+
+// LaunchInClustersUpTo for a kernel whose `smem_bytes` is the same at every launch.
+template <auto kKernel, typename... Args>
+cudaError_t LaunchInClusters(dim3 cluster, dim3 grid, dim3 block, std::size_t smem_bytes,
+                             bool programmatic, cudaStream_t stream, Args... args) {
+  return LaunchInClustersUpTo<kKernel>(smem_bytes, cluster, grid, block, smem_bytes,
+                                       programmatic, stream, args...);
 }
 
 }  // namespace ltserve::gpu

@@ -17,9 +17,7 @@
 #include "gpu/gemm_kernel.h"
 #include "gpu/gpu_executor.h"
 #include "gpu/skinny_gemm.h"
-#include "reference.h"
-#include "sixteen_bit.h"
-#include "test_support.h"
+#include "linear_case.h"
 
 namespace ltserve {
 namespace {
@@ -27,17 +25,9 @@ namespace {
 using gpu::ElemType;
 using gpu::SkinnyGemmConfig;
 using plan::Activation;
-using testing::DeviceHalves;
-using testing::FromBits;
-using testing::kGuard;
-using testing::RoundToBits;
-using testing::Random;
 
-struct Problem {
-  std::int64_t rows, n, k;
-  bool bias, residual;
-  Activation act;
-};
+using Problem = testing::LinearProblem;
+using Case = testing::LinearCase;
 
 // Rows on and off the X tiles (8..64, and two tiles of 64), N off the 64- and 128-row blocks,
 // K at the 8-element minimum, inside one chunk, and a chunk and a bit past whole chunks.
@@ -69,68 +59,18 @@ std::vector<SkinnyGemmConfig> EveryShape(int cluster) {
   return shapes;
 }
 
-// One problem's data, rounded to the storage type, and its double-precision reference.
-struct Case {
-  Problem p;
-  ElemType type;
-  std::vector<std::uint16_t> x, w, bias, residual;
-  std::vector<double> reference;
-
-  Case(const Problem& problem, ElemType t) : p(problem), type(t) {
-    const auto quantize = [&](const std::vector<float>& values) { return RoundToBits(values, type); };
-    x = quantize(Random(p.rows * p.k, 1.0f));
-    w = quantize(Random(p.n * p.k, 1.0f / std::sqrt(static_cast<float>(p.k))));
-    if (p.bias) bias = quantize(Random(p.n, 0.5f));
-    if (p.residual) residual = quantize(Random(p.rows * p.n, 1.0f));
-    reference.resize(p.rows * p.n);
-    for (std::int64_t m = 0; m < p.rows; ++m) {
-      for (std::int64_t n = 0; n < p.n; ++n) {
-        double sum = 0;
-        for (std::int64_t k = 0; k < p.k; ++k) {
-          sum += static_cast<double>(FromBits(x[m * p.k + k], type)) * FromBits(w[n * p.k + k], type);
-        }
-        if (p.bias) sum += FromBits(bias[n], type);
-        if (p.residual) sum += FromBits(residual[m * p.n + n], type);
-        reference[m * p.n + n] = testing::Activate(p.act, sum);
-      }
-    }
-  }
-};
-
-// The device side of a Case: inputs uploaded once, an output with a guard band.
-struct DeviceCase {
-  DeviceHalves x, w, bias, residual, y;
-  explicit DeviceCase(const Case& c)
-      : x(c.x.size()), w(c.w.size()), bias(std::max<std::size_t>(c.bias.size(), 1)),
-        residual(std::max<std::size_t>(c.residual.size(), 1)),
-        y(static_cast<std::size_t>(c.p.rows * c.p.n) + kGuard) {
-    x.Upload(c.x);
-    w.Upload(c.w);
-    if (c.p.bias) bias.Upload(c.bias);
-    if (c.p.residual) residual.Upload(c.residual);
-  }
-  // Poisons the output, runs `config` and returns the output with its guard band.
+// The device side of a Case, run with one configuration of the kernel.
+struct DeviceCase : testing::DeviceLinearCase {
+  using DeviceLinearCase::DeviceLinearCase;
   std::vector<std::uint16_t> Run(const Case& c, const SkinnyGemmConfig& config,
                                  bool programmatic) {
-    EXPECT_EQ(cudaMemset(y.data(), 0xff, (c.p.rows * c.p.n + kGuard) * 2), cudaSuccess);
-    EXPECT_EQ(gpu::LaunchSkinnyGemm(config, x.data(), w.data(), c.p.bias ? bias.data() : nullptr,
-                                    c.p.residual ? residual.data() : nullptr, y.data(), c.p.rows,
-                                    c.p.n, c.p.k, c.p.act, c.type, programmatic, nullptr),
-              cudaSuccess)
-        << config.Describe();
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << config.Describe();
-    return y.Download();
+    return DeviceLinearCase::Run(c, config.Describe(),
+                                 [&](void* x, void* w, void* bias, void* residual, void* y) {
+      return gpu::LaunchSkinnyGemm(config, x, w, bias, residual, y, c.p.rows, c.p.n, c.p.k,
+                                   c.p.act, c.type, programmatic, nullptr);
+    });
   }
 };
-
-void ExpectMatches(const Case& c, const std::vector<std::uint16_t>& out, const std::string& what) {
-  testing::ExpectMatches(out, c.reference, c.type, c.p.n, what);
-}
-
-std::string Name(const Problem& p, ElemType type) {
-  return std::string(type == ElemType::kBf16 ? "bf16" : "fp16") + " " + std::to_string(p.rows) +
-         "x" + std::to_string(p.k) + " -> " + std::to_string(p.n);
-}
 
 TEST(SkinnyGemm, EveryShapeAndClusterMatchesReference) {
   SKIP_WITHOUT_HOPPER("the split-K kernel");
@@ -140,8 +80,8 @@ TEST(SkinnyGemm, EveryShapeAndClusterMatchesReference) {
       DeviceCase device(c);
       for (int cluster : {1, 2, 4, 8, 16}) {
         for (const SkinnyGemmConfig& config : EveryShape(cluster)) {
-          ExpectMatches(c, device.Run(c, config, /*programmatic=*/false),
-                        Name(p, type) + ", " + config.Describe());
+          c.ExpectMatches(device.Run(c, config, /*programmatic=*/false),
+                          c.Name() + ", " + config.Describe());
         }
       }
     }

@@ -1,0 +1,72 @@
+// The streamed GEMM for few rows (streamed_gemm.cu): Y[M,N] = act(X[M,K]·W[N,K]ᵀ + bias +
+// residual) for M up to kStreamedGemmMaxRows, where a Linear is bound by streaming its
+// weights once. The split-K kernel (skinny_gemm.h) keeps its weights in flight in registers,
+// a few chunks a warp, each waited for in the warp's own chain of loads and mmas; here one
+// warp a block only issues bulk copies (the Hopper copy engine, cp.async.bulk) of whole
+// weight rows into a ring of shared-memory stages, and four warps consume them. A block runs
+// one per SM over its share of 16-row tiles, and since the weights are not the kernel
+// before's output, under a programmatic launch the ring fills while that kernel drains.
+//
+// Hopper (sm_90) and newer only (bulk copies, clusters); 16-bit storage only; in_features a
+// multiple of 8. Which configuration runs a given GEMM is chosen by timing at load.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/kernels.h"
+#include "plan/plan.h"
+
+namespace ltserve::gpu {
+
+// Rows (the batch bucket; tokens for an encoder) up to which the kernel is offered.
+constexpr std::int64_t kStreamedGemmMaxRows = 32;
+
+// One configuration: `m_tile` rows of X held in shared memory (8, 16 or 32: one to four mma
+// tiles), K split over a cluster of `split` blocks (1, 2, 4 or 8; each holds its K slice of
+// X and streams that slice of its weight rows; the partial sums are reduced through
+// distributed shared memory), and `stages` 16 KiB stages in the ring (4 or 8).
+struct StreamedGemmConfig {
+  std::uint8_t m_tile = 8;
+  std::uint8_t split = 1;
+  std::uint8_t stages = 4;
+
+  // For the load log, e.g. "streamed, K split 2, 4 stages, 8-row X tiles".
+  std::string Describe() const;
+  // Written out: the .cu files that include this header compile as C++17.
+  friend bool operator==(const StreamedGemmConfig& a, const StreamedGemmConfig& b) {
+    return a.m_tile == b.m_tile && a.split == b.split && a.stages == b.stages;
+  }
+};
+
+// Whether the kernel can run a Linear of this type and shape on a device of compute
+// capability `sm_major`.
+bool StreamedGemmSupports(int sm_major, ElemType type, std::int64_t rows,
+                          std::int64_t in_features);
+
+// Whether `config` can run a GEMM of this shape on a GPU of `sm_count` SMs: its X slice and
+// shared memory fit, every block of a cluster has some K, and the rows fit its X tile.
+bool StreamedGemmRuns(const StreamedGemmConfig& config, std::int64_t rows,
+                      std::int64_t out_features, std::int64_t in_features, int sm_count);
+
+// The configurations worth timing for one shape on a GPU of `sm_count` SMs: the smallest
+// m_tile holding the rows, every split whose X slice fits in shared memory and that leaves
+// each block some K, each with 4 and 8 stages where they fit.
+std::vector<StreamedGemmConfig> StreamedGemmCandidates(std::int64_t rows,
+                                                       std::int64_t out_features,
+                                                       std::int64_t in_features, int sm_count);
+
+// Enqueues y = act(x·wᵀ + bias + residual) on `stream`; `bias` and `residual` may be null.
+// Returns cudaErrorInvalidValue for a configuration or shape the kernel does not take, else
+// the launch's error. `programmatic`: launched to overlap the kernel before it (programmatic
+// dependent launch), its ring filled before waiting for that kernel.
+cudaError_t LaunchStreamedGemm(const StreamedGemmConfig& config, const void* x, const void* w,
+                               const void* bias, const void* residual, void* y,
+                               std::int64_t rows, std::int64_t out_features,
+                               std::int64_t in_features, plan::Activation act, ElemType type,
+                               bool programmatic, cudaStream_t stream);
+
+}  // namespace ltserve::gpu
