@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/cuda_check.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/gemm.h"
 #include "gpu/kernels.h"
@@ -80,6 +81,26 @@ ltserve::Result<DeviceBuffer> L2FlushBuffer(cudaStream_t s) {
   return flush;
 }
 
+// A device copy of W [n, k] (bf16) in the streamed kernel's packed layout.
+ltserve::Result<DeviceBuffer> PackedCopy(const void* w, std::int64_t n, std::int64_t k) {
+  std::vector<std::uint16_t> host(static_cast<std::size_t>(n * k));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(host.data(), w, host.size() * 2, cudaMemcpyDeviceToHost));
+  const std::vector<std::uint16_t> packed = PackStreamedGemmWeights(host.data(), n, k);
+  LTSERVE_ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Create(packed.size() * 2, "packed"));
+  LTSERVE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(buffer.data(), packed.data(), packed.size() * 2, cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+std::vector<StreamedGemmConfig> PackedCandidates(std::int64_t rows, std::int64_t n, std::int64_t k,
+                                                 int sms) {
+  std::vector<StreamedGemmConfig> candidates;
+  for (const StreamedGemmConfig& c : StreamedGemmCandidates(rows, n, k, sms)) {
+    if (StreamedGemmTakesPacked(c, k)) candidates.push_back(c);
+  }
+  return candidates;
+}
+
 int SmCount() {
   int device = 0;
   int sms = 0;
@@ -142,11 +163,26 @@ int PrintMlpPassTable(double copy_tbps) {
               "of a kind, at the configuration timed fastest alone at these rows; own kernels "
               "launched programmatically unless said; floor = %.1f MB / %.2f TB/s.\n\n",
               weight_bytes / 1e6, copy_tbps);
-  std::printf("| rows | floor µs | cuBLASLt µs | split-K µs | streamed µs | streamed, plain "
-              "launches µs | streamed / split-K | streamed / floor |\n"
-              "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| rows | floor µs | three read-only kernels µs | cuBLASLt µs | split-K µs | "
+              "streamed µs | streamed, plain launches µs | streamed, packed weights µs | "
+              "streamed / split-K | packed / split-K | packed / floor |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::vector<DeviceBuffer> packed_weights;
+  for (std::size_t i = 0; i < std::size(layers); ++i) {
+    auto packed = PackedCopy(weights[i].data(), layers[i].n, layers[i].k);
+    if (!packed.ok()) return Fail("packing", packed.status());
+    packed_weights.push_back(std::move(packed).value());
+  }
+  // The three layers' weights read by three plain streaming kernels (LaunchReadAll) in a
+  // graph: what three kernel boundaries cost with no GEMM in them.
+  std::vector<std::function<ltserve::Status(bool)>> reads;
+  for (std::size_t i = 0; i < std::size(layers); ++i) {
+    reads.push_back([&, i](bool) {
+      return Launched(LaunchReadAll(weights[i].data(), weights[i].bytes(), s), "read");
+    });
+  }
   for (const std::int64_t rows : row_counts) {
-    std::vector<std::function<ltserve::Status(bool)>> cublas, skinny, streamed;
+    std::vector<std::function<ltserve::Status(bool)>> cublas, skinny, streamed, packed;
     std::vector<Gemm> gemms;
     std::vector<cublasLtMatmulAlgo_t> algos;
     for (std::size_t i = 0; i < std::size(layers); ++i) {
@@ -177,11 +213,18 @@ int PrintMlpPassTable(double copy_tbps) {
         return LaunchStreamedGemm(c, x, w, b, nullptr, y, rows, layer.n, layer.k, none,
                                   ElemType::kBf16, false, s);
       }, flush.value(), s);
+      void* wp = packed_weights[i].data();
+      auto packed_k = TimeEach(PackedCandidates(rows, layer.n, layer.k, sms), [&](const StreamedGemmConfig& c) {
+        return LaunchStreamedGemm(c, x, wp, b, nullptr, y, rows, layer.n, layer.k, none,
+                                  ElemType::kBf16, false, s, StreamedWeights::kPacked);
+      }, flush.value(), s);
       if (!split.ok()) return Fail("split-K run", split.status());
       if (!stream_k.ok()) return Fail("streamed run", stream_k.status());
-      if (!split.value().best || !stream_k.value().best) {
+      if (!packed_k.ok()) return Fail("packed run", packed_k.status());
+      if (!split.value().best || !stream_k.value().best || !packed_k.value().best) {
         return Fail("candidates", ltserve::Internal("no candidate ran"));
       }
+      const StreamedGemmConfig packed_config = *packed_k.value().best;
       const SkinnyGemmConfig split_config = *split.value().best;
       const StreamedGemmConfig stream_config = *stream_k.value().best;
       const std::int64_t n = layer.n;
@@ -193,6 +236,11 @@ int PrintMlpPassTable(double copy_tbps) {
       streamed.push_back([=](bool programmatic) {
         return Launched(LaunchStreamedGemm(stream_config, x, w, b, nullptr, y, rows, n, k, none,
                                            ElemType::kBf16, programmatic, s), "streamed");
+      });
+      packed.push_back([=](bool programmatic) {
+        return Launched(LaunchStreamedGemm(packed_config, x, wp, b, nullptr, y, rows, n, k, none,
+                                           ElemType::kBf16, programmatic, s,
+                                           StreamedWeights::kPacked), "packed");
       });
     }
     const auto pass_ms = [&](const std::vector<std::function<ltserve::Status(bool)>>& steps,
@@ -207,10 +255,14 @@ int PrintMlpPassTable(double copy_tbps) {
         return Launched(cudaGraphLaunch(graph.get(), s), "graph launch");
       }, flush.value(), s);
     };
+    auto reads_ms = pass_ms(reads, false);
+    if (!reads_ms.ok()) return Fail("reads", reads_ms.status());
     auto cublas_ms = pass_ms(cublas, false);
     auto skinny_ms = pass_ms(skinny, true);
     auto streamed_ms = pass_ms(streamed, true);
     auto plain_ms = pass_ms(streamed, false);
+    auto packed_ms = pass_ms(packed, true);
+    if (!packed_ms.ok()) return Fail("packed pass", packed_ms.status());
     if (!cublas_ms.ok() || !skinny_ms.ok() || !streamed_ms.ok() || !plain_ms.ok()) {
       return Fail("pass", !cublas_ms.ok()   ? cublas_ms.status()
                           : !skinny_ms.ok() ? skinny_ms.status()
@@ -218,11 +270,12 @@ int PrintMlpPassTable(double copy_tbps) {
                                               : plain_ms.status());
     }
     const double floor_us = weight_bytes / (copy_tbps * 1e6);
-    std::printf("| %ld | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n",
-                static_cast<long>(rows), floor_us, 1000.0 * cublas_ms.value(),
-                1000.0 * skinny_ms.value(), 1000.0 * streamed_ms.value(),
-                1000.0 * plain_ms.value(), streamed_ms.value() / skinny_ms.value(),
-                1000.0 * streamed_ms.value() / floor_us);
+    std::printf("| %ld | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f |\n",
+                static_cast<long>(rows), floor_us, 1000.0 * reads_ms.value(),
+                1000.0 * cublas_ms.value(), 1000.0 * skinny_ms.value(),
+                1000.0 * streamed_ms.value(), 1000.0 * plain_ms.value(),
+                1000.0 * packed_ms.value(), streamed_ms.value() / skinny_ms.value(),
+                packed_ms.value() / skinny_ms.value(), 1000.0 * packed_ms.value() / floor_us);
     std::fflush(stdout);
   }
   return 0;
@@ -257,11 +310,20 @@ int PrintSkinnyGemmTable(double copy_tbps) {
               "9): cuBLASLt's first heuristic algorithm against every split-K and every streamed "
               "candidate (streamed: up to %ld rows); floor = weight bytes / %.2f TB/s.\n\n",
               static_cast<long>(kStreamedGemmMaxRows), copy_tbps);
-  std::printf("| layer | rows | floor µs | cuBLASLt µs | best split-K µs | its configuration | "
-              "worst split-K µs | best / cuBLASLt | best streamed µs | its configuration | "
-              "streamed / cuBLASLt |\n|---|---:|---:|---:|---:|---|---:|---:|---:|---|---:|\n");
+  std::printf("| layer | rows | floor µs | weights read alone µs | cuBLASLt µs | best split-K µs | "
+              "its configuration | worst split-K µs | best / cuBLASLt | best streamed µs | its "
+              "configuration | streamed / cuBLASLt | best streamed, packed weights µs |\n"
+              "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|\n");
   const int sms = SmCount();
   for (const Layer& layer : layers) {
+    // The weights' bytes read by a plain streaming kernel (LaunchReadAll), nothing computed:
+    // what one kernel of this size costs before any GEMM is done in it.
+    auto read_ms = TimeColdOnStream([&] {
+      return Launched(LaunchReadAll(w.value().data(), 2 * layer.k * layer.n, s), "read");
+    }, flush.value(), s);
+    if (!read_ms.ok()) return Fail("read", read_ms.status());
+    auto packed = PackedCopy(w.value().data(), layer.n, layer.k);
+    if (!packed.ok()) return Fail("packing", packed.status());
     for (const std::int64_t rows : row_counts) {
       const GemmShape shape{rows, layer.n, layer.k, CUBLASLT_EPILOGUE_BIAS, false};
       auto gemm = Gemm::Create(ltserve::Precision::kBf16, shape);
@@ -304,14 +366,24 @@ int PrintSkinnyGemmTable(double copy_tbps) {
       }, flush.value(), s);
       if (!streamed.ok()) return Fail("streamed run", streamed.status());
       const Timed<StreamedGemmConfig>& st = streamed.value();
+      auto packed_run = TimeEach(PackedCandidates(rows, layer.n, layer.k, sms),
+                                 [&](const StreamedGemmConfig& config) {
+        return LaunchStreamedGemm(config, x.value().data(), packed.value().data(),
+                                  bias.value().data(), nullptr, y.value().data(), rows, layer.n,
+                                  layer.k, ltserve::plan::Activation::kNone, ElemType::kBf16,
+                                  false, s, StreamedWeights::kPacked);
+      }, flush.value(), s);
+      if (!packed_run.ok()) return Fail("packed run", packed_run.status());
       const double floor_us = 2.0 * layer.k * layer.n / (copy_tbps * 1e6);
-      std::printf("| %s %ld->%ld | %ld | %.1f | %.1f | %.1f | %s | %.1f | %.2f | %s | %s | %s |\n",
+      std::printf("| %s %ld->%ld | %ld | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.2f | %s | %s | %s | %s |\n",
                   layer.model, static_cast<long>(layer.k), static_cast<long>(layer.n),
-                  static_cast<long>(rows), floor_us, 1000.0 * cublas_ms.value(), 1000.0 * best,
+                  static_cast<long>(rows), floor_us, 1000.0 * read_ms.value(),
+                  1000.0 * cublas_ms.value(), 1000.0 * best,
                   best_config.c_str(), 1000.0 * worst, best / cublas_ms.value(),
                   st.best ? Us(st.best_ms).c_str() : "-",
                   st.best ? st.best->Describe().c_str() : "not offered",
-                  st.best ? Ratio(st.best_ms / cublas_ms.value()).c_str() : "-");
+                  st.best ? Ratio(st.best_ms / cublas_ms.value()).c_str() : "-",
+                  packed_run.value().best ? Us(packed_run.value().best_ms).c_str() : "-");
       std::fflush(stdout);
     }
   }

@@ -47,6 +47,7 @@ constexpr int kVector = 8;                           // 16-bit elements a 16-byt
 // bank groups. Each row is its own bulk copy, so the padding costs no extra copies.
 constexpr int kPad = 32;
 constexpr int kStageStride = kChunk + kPad;  // halves
+static_assert(kStageStride == kStreamedGemmPackedRow, "a packed row is a staged row");
 constexpr int kStageBytes = kTileRows * kStageStride * 2;
 constexpr int kMaxSplit = 8;
 constexpr int kMaxXBytes = 96 * 1024;
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
     StreamedGemmKernel(const T* __restrict__ x, const T* __restrict__ w,
                        const T* __restrict__ bias, const T* residual, T* __restrict__ y,
                        int rows, int n_total, int k_total, int k_slice, plan::Activation act,
-                       Layout layout) {
+                       Layout layout, bool packed) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kMTile = kNTiles * 8;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -176,6 +177,16 @@ __global__ void __launch_bounds__(kThreads)
       const int k0 = k_begin + (j % chunks) * kChunk;
       const int len = min(kChunk, k_begin + k_len - k0);
       const int valid_rows = min(kTileRows, n_total - tile * kTileRows);
+      if (packed) {  // the stage is one contiguous block: one copy
+        if (lane == 0) {
+          const std::int64_t block = static_cast<std::int64_t>(tile) * ((k_total + kChunk - 1) / kChunk) +
+                                     k0 / kChunk;
+          BarrierArriveExpecting(&full[s], kStageBytes);
+          BulkCopy(ring + s * kTileRows * kStageStride, w + block * kTileRows * kStageStride,
+                   kStageBytes, &full[s]);
+        }
+        continue;
+      }
       if (lane == 0) BarrierArriveExpecting(&full[s], static_cast<unsigned>(valid_rows * len * 2));
       __syncwarp();
       if (lane < valid_rows) {
@@ -352,7 +363,7 @@ template <typename T, int kNTiles>
 cudaError_t LaunchTiles(const StreamedGemmConfig& c, Plan plan, const void* x,
                         const void* w, const void* bias, const void* residual, void* y,
                         std::int64_t rows, std::int64_t n, std::int64_t k, plan::Activation act,
-                        bool programmatic, cudaStream_t stream) {
+                        bool programmatic, cudaStream_t stream, StreamedWeights layout) {
   constexpr auto kKernel = StreamedGemmKernel<T, kNTiles>;
   if (const int active = ActiveClusters<kKernel>(c, plan); active > 0 && active < plan.clusters) {
     const int sms = plan.clusters * c.split;
@@ -363,18 +374,19 @@ cudaError_t LaunchTiles(const StreamedGemmConfig& c, Plan plan, const void* x,
       dim3(kThreads), static_cast<std::size_t>(plan.layout.Bytes(c.m_tile)), programmatic,
       stream, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
       static_cast<const T*>(residual), static_cast<T*>(y), static_cast<int>(rows),
-      static_cast<int>(n), static_cast<int>(k), plan.k_slice, act, plan.layout);
+      static_cast<int>(n), static_cast<int>(k), plan.k_slice, act, plan.layout,
+      layout == StreamedWeights::kPacked);
 }
 
 template <typename T>
 cudaError_t Dispatch(const StreamedGemmConfig& c, const Plan& plan, const void* x, const void* w,
                      const void* bias, const void* residual, void* y, std::int64_t rows,
                      std::int64_t n, std::int64_t k, plan::Activation act, bool programmatic,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, StreamedWeights layout) {
   switch (c.m_tile) {
-    case 8: return LaunchTiles<T, 1>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
-    case 16: return LaunchTiles<T, 2>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
-    case 32: return LaunchTiles<T, 4>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
+    case 8: return LaunchTiles<T, 1>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout);
+    case 16: return LaunchTiles<T, 2>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout);
+    case 32: return LaunchTiles<T, 4>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -427,9 +439,10 @@ cudaError_t LaunchStreamedGemm(const StreamedGemmConfig& config, const void* x, 
                                const void* bias, const void* residual, void* y,
                                std::int64_t rows, std::int64_t out_features,
                                std::int64_t in_features, plan::Activation act, ElemType type,
-                               bool programmatic, cudaStream_t stream) {
+                               bool programmatic, cudaStream_t stream, StreamedWeights layout) {
   if (!StreamedGemmSupports(9, type, rows, in_features) || out_features < 1 ||
-      out_features > (std::int64_t{1} << 30)) {
+      out_features > (std::int64_t{1} << 30) ||
+      (layout == StreamedWeights::kPacked && !StreamedGemmTakesPacked(config, in_features))) {
     return cudaErrorInvalidValue;
   }
   Plan plan;
@@ -438,10 +451,38 @@ cudaError_t LaunchStreamedGemm(const StreamedGemmConfig& config, const void* x, 
   }
   if (type == ElemType::kBf16) {
     return Dispatch<__nv_bfloat16>(config, plan, x, w, bias, residual, y, rows, out_features,
-                                   in_features, act, programmatic, stream);
+                                   in_features, act, programmatic, stream, layout);
   }
   return Dispatch<__half>(config, plan, x, w, bias, residual, y, rows, out_features, in_features,
-                          act, programmatic, stream);
+                          act, programmatic, stream, layout);
+}
+
+std::int64_t StreamedGemmPackedElements(std::int64_t out_features, std::int64_t in_features) {
+  return (out_features + kTileRows - 1) / kTileRows * ((in_features + kChunk - 1) / kChunk) *
+         kTileRows * kStageStride;
+}
+
+std::vector<std::uint16_t> PackStreamedGemmWeights(const std::uint16_t* w,
+                                                   std::int64_t out_features,
+                                                   std::int64_t in_features) {
+  std::vector<std::uint16_t> packed(
+      static_cast<std::size_t>(StreamedGemmPackedElements(out_features, in_features)), 0);
+  const std::int64_t chunks = (in_features + kChunk - 1) / kChunk;
+  for (std::int64_t n = 0; n < out_features; ++n) {
+    for (std::int64_t k = 0; k < in_features; ++k) {
+      const std::int64_t block = n / kTileRows * chunks + k / kChunk;
+      packed[static_cast<std::size_t>((block * kTileRows + n % kTileRows) * kStageStride + k % kChunk)] =
+          w[n * in_features + k];
+    }
+  }
+  return packed;
+}
+
+bool StreamedGemmTakesPacked(const StreamedGemmConfig& config, std::int64_t in_features) {
+  if (config.split < 1) return false;
+  const std::int64_t slice =
+      ((in_features + config.split - 1) / config.split + kVector - 1) / kVector * kVector;
+  return config.split == 1 || slice % kChunk == 0;
 }
 
 }  // namespace ltserve::gpu

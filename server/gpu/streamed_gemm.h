@@ -59,6 +59,20 @@ std::vector<StreamedGemmConfig> StreamedGemmCandidates(std::int64_t rows,
                                                        std::int64_t out_features,
                                                        std::int64_t in_features, int sm_count);
 
+// How W lies in memory: as a Linear's weight [N, K] row-major, or packed so that each stage of
+// the ring is one contiguous copy. Packed: for each 16-row tile t and 512-K chunk c (in that
+// order), 16 rows of kStreamedGemmPackedRow elements, row r holding W[16t + r][512c ...] and
+// zeros past W's edges (StreamedGemmPackedElements gives the whole size).
+enum class StreamedWeights : std::uint8_t { kRowMajor, kPacked };
+constexpr std::int64_t kStreamedGemmPackedRow = 512 + 32;
+std::int64_t StreamedGemmPackedElements(std::int64_t out_features, std::int64_t in_features);
+// W [N, K] (16-bit values, row-major) in the packed layout.
+std::vector<std::uint16_t> PackStreamedGemmWeights(const std::uint16_t* w,
+                                                   std::int64_t out_features,
+                                                   std::int64_t in_features);
+// Whether `config` can read packed weights: every block's K slice starts on a 512-K chunk.
+bool StreamedGemmTakesPacked(const StreamedGemmConfig& config, std::int64_t in_features);
+
 // Enqueues y = act(x·wᵀ + bias + residual) on `stream`; `bias` and `residual` may be null.
 // Returns cudaErrorInvalidValue for a configuration or shape the kernel does not take, else
 // the launch's error. `programmatic`: launched to overlap the kernel before it (programmatic
@@ -67,6 +81,7 @@ cudaError_t LaunchStreamedGemm(const StreamedGemmConfig& config, const void* x, 
                                const void* bias, const void* residual, void* y,
                                std::int64_t rows, std::int64_t out_features,
                                std::int64_t in_features, plan::Activation act, ElemType type,
-                               bool programmatic, cudaStream_t stream);
+                               bool programmatic, cudaStream_t stream,
+                               StreamedWeights layout = StreamedWeights::kRowMajor);
 
 }  // namespace ltserve::gpu

@@ -1,10 +1,10 @@
 // The streamed GEMM (server/gpu/streamed_gemm.h) launched directly: every configuration that
 // runs a shape against a double-precision reference, at odd sizes (rows off the X tiles, N off
 // the 16-row tiles and with several tiles a block, K off the 512-K stages and past 4096), into
-// poisoned outputs with a guard band; bit-equal reruns; two layers launched programmatically,
-// the second's ring filled while the first runs; what the candidates hold and what the
-// launcher refuses. The candidate and refusal tests need no GPU; the others skip where none is
-// usable.
+// poisoned outputs with a guard band; bit-equal reruns; packed weights bit-equal to row-major
+// ones; two layers launched programmatically, the second's ring filled while the first runs;
+// what the candidates hold and what the launcher refuses. The candidate and refusal tests need
+// no GPU; the others skip where none is usable.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -99,6 +99,44 @@ TEST(StreamedGemm, RerunsAreBitEqual) {
     const auto first = RunStreamed(device, c, config, false);
     const auto second = RunStreamed(device, c, config, true);
     EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 2), 0) << config.Describe();
+  }
+}
+
+// Packed weights (one copy a stage) are the same numbers in another order: the same bits out,
+// at every configuration that takes them, ragged tiles and chunks included.
+TEST(StreamedGemm, PackedWeightsGiveTheBitsOfRowMajorOnes) {
+  SKIP_WITHOUT_HOPPER("the streamed GEMM");
+  const int sms = SmCount();
+  // K 1096: two whole 512-K chunks and 72 more; K 2048 at 17 rows: split 2 and 4 (slices of
+  // two chunks and of one; split 1 would hold too much X).
+  for (const Problem& p : {Problem{3, 200, 1096, true, true, Activation::kGeluTanh},
+                           Problem{8, 129, 1024, true, false, Activation::kRelu},
+                           Problem{17, 3000, 2048, false, true, Activation::kNone}}) {
+    const Case c(p, ElemType::kBf16);
+    testing::DeviceLinearCase device(c);
+    const auto packed_w = gpu::PackStreamedGemmWeights(c.w.data(), p.n, p.k);
+    ASSERT_EQ(static_cast<std::int64_t>(packed_w.size()), gpu::StreamedGemmPackedElements(p.n, p.k));
+    testing::DeviceHalves packed(packed_w.size());
+    packed.Upload(packed_w);
+    int ran = 0;
+    for (const StreamedGemmConfig& config : EveryConfiguration()) {
+      if (!gpu::StreamedGemmRuns(config, p.rows, p.n, p.k, sms) ||
+          !gpu::StreamedGemmTakesPacked(config, p.k)) {
+        continue;
+      }
+      ++ran;
+      const auto row_major = RunStreamed(device, c, config, false);
+      const auto from_packed = device.Run(c, config.Describe() + ", packed",
+                                          [&](void* x, void*, void* bias, void* residual, void* y) {
+        return gpu::LaunchStreamedGemm(config, x, packed.data(), bias, residual, y, p.rows, p.n,
+                                       p.k, p.act, c.type, /*programmatic=*/true, nullptr,
+                                       gpu::StreamedWeights::kPacked);
+      });
+      c.ExpectMatches(from_packed, c.Name() + ", " + config.Describe() + ", packed");
+      EXPECT_EQ(std::memcmp(row_major.data(), from_packed.data(), row_major.size() * 2), 0)
+          << c.Name() << ", " << config.Describe();
+    }
+    EXPECT_GE(ran, 2) << c.Name();
   }
 }
 
@@ -200,6 +238,14 @@ TEST(StreamedGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch({8, 16, 4}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({8, 1, 5}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({32, 1, 4}, ElemType::kBf16, 32, 64, 4096), cudaErrorInvalidValue);  // X
+  // Packed weights need K slices that start on a 512-K chunk: 1544 / 2 = 772 does not.
+  EXPECT_EQ(gpu::LaunchStreamedGemm({8, 2, 4}, nullptr, nullptr, nullptr, nullptr, nullptr, 4, 64,
+                                    1544, Activation::kNone, ElemType::kBf16, false, nullptr,
+                                    gpu::StreamedWeights::kPacked),
+            cudaErrorInvalidValue);
+  EXPECT_TRUE(gpu::StreamedGemmTakesPacked({8, 1, 4}, 1544));
+  EXPECT_TRUE(gpu::StreamedGemmTakesPacked({8, 8, 4}, 4096));
+  EXPECT_FALSE(gpu::StreamedGemmTakesPacked({8, 4, 4}, 1024));
 }
 
 }  // namespace
