@@ -52,22 +52,21 @@ constexpr int kStageBytes = kTileRows * kStageStride * 2;
 constexpr int kMaxSplit = 8;
 constexpr int kMaxXBytes = 96 * 1024;
 constexpr int kMaxSmemBytes = 227 * 1024;  // sm_90's opt-in maximum a block
+constexpr int kSmSmemBytes = 228 * 1024;   // and an SM's
 
 // Shared memory: the stages' full and empty barriers, the ring, X's slice, each consumer
 // warp's partial sums of the tile just finished, and the block's sums a tile (read by the
 // cluster at the end).
 struct Layout {
-  int stages, x_stride, max_tiles, tile_floats;
+  int stages, x_stride, x_rows, max_tiles, tile_floats;
   __host__ __device__ int BarrierBytes() const { return ((2 * stages * 8 + 127) / 128) * 128; }
   __host__ __device__ int RingOffset() const { return BarrierBytes(); }
   __host__ __device__ int XOffset() const { return RingOffset() + stages * kStageBytes; }
-  __host__ __device__ int PartOffset(int m_tile) const { return XOffset() + m_tile * x_stride * 2; }
-  __host__ __device__ int SumOffset(int m_tile) const {
-    return PartOffset(m_tile) + kConsumerWarps * tile_floats * 4;
+  __host__ __device__ int PartOffset() const { return XOffset() + x_rows * x_stride * 2; }
+  __host__ __device__ int SumOffset() const {
+    return PartOffset() + kConsumerWarps * tile_floats * 4;
   }
-  __host__ __device__ int Bytes(int m_tile) const {
-    return SumOffset(m_tile) + max_tiles * tile_floats * 4;
-  }
+  __host__ __device__ int Bytes() const { return SumOffset() + max_tiles * tile_floats * 4; }
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -127,14 +126,13 @@ __global__ void __launch_bounds__(kThreads)
                        int rows, int n_total, int k_total, int k_slice, plan::Activation act,
                        Layout layout, bool packed) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kMTile = kNTiles * 8;
   extern __shared__ __align__(128) unsigned char smem[];
   auto* full = reinterpret_cast<std::uint64_t*>(smem);
   auto* empty = full + layout.stages;
   auto* ring = reinterpret_cast<std::uint16_t*>(smem + layout.RingOffset());
   auto* xs = reinterpret_cast<std::uint16_t*>(smem + layout.XOffset());
-  auto* part = reinterpret_cast<float*>(smem + layout.PartOffset(kMTile));
-  auto* sums = reinterpret_cast<float*>(smem + layout.SumOffset(kMTile));
+  auto* part = reinterpret_cast<float*>(smem + layout.PartOffset());
+  auto* sums = reinterpret_cast<float*>(smem + layout.SumOffset());
   const int stages = layout.stages;
   const int tile_floats = layout.tile_floats;
 
@@ -306,22 +304,27 @@ bool PlanLaunch(const StreamedGemmConfig& c, std::int64_t rows, std::int64_t n, 
                 int sm_count, Plan* plan, int max_clusters = 1 << 30) {
   if ((c.m_tile != 8 && c.m_tile != 16 && c.m_tile != 32) || rows > c.m_tile ||
       (c.split != 1 && c.split != 2 && c.split != 4 && c.split != kMaxSplit) ||
-      (c.stages != 4 && c.stages != 8) || sm_count < c.split) {
+      (c.stages != 2 && c.stages != 4 && c.stages != 8) || c.blocks_per_sm < 1 ||
+      c.blocks_per_sm > 3 || sm_count < c.split) {
     return false;
   }
   const std::int64_t tiles = (n + kTileRows - 1) / kTileRows;
   const std::int64_t slice = ((k + c.split - 1) / c.split + kVector - 1) / kVector * kVector;
   if (slice * (c.split - 1) >= k) return false;  // a block of the cluster would have no K
   plan->clusters = static_cast<int>(
-      std::min<std::int64_t>({tiles, sm_count / c.split, std::max(max_clusters, 1)}));
+      std::min<std::int64_t>({tiles, std::int64_t{sm_count} * c.blocks_per_sm / c.split,
+                              std::max(max_clusters, 1)}));
   plan->k_slice = static_cast<int>(slice);
   const std::int64_t x_stride = (slice + 63) / 64 * 64 + kPad;
-  if (c.m_tile * x_stride * 2 > kMaxXBytes) return false;
+  if (rows * x_stride * 2 > kMaxXBytes) return false;  // only the rows there are
   const std::int64_t max_tiles = (tiles + plan->clusters - 1) / plan->clusters;
-  plan->layout = Layout{c.stages, static_cast<int>(x_stride),
+  plan->layout = Layout{c.stages, static_cast<int>(x_stride), static_cast<int>(rows),
                         static_cast<int>(std::min<std::int64_t>(max_tiles, 1 << 20)),
                         c.m_tile / 8 * 128};
-  return max_tiles <= (1 << 20) && plan->layout.Bytes(c.m_tile) <= kMaxSmemBytes;
+  // Blocks sharing an SM share its shared memory, less 1 KiB the system keeps for each.
+  const int block_bytes =
+      c.blocks_per_sm == 1 ? kMaxSmemBytes : kSmSmemBytes / c.blocks_per_sm - 1024;
+  return max_tiles <= (1 << 20) && plan->layout.Bytes() <= block_bytes;
 }
 
 int SmCount() {
@@ -346,7 +349,7 @@ int ActiveClusters(const StreamedGemmConfig& c, const Plan& plan) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(plan.clusters * c.split));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = static_cast<std::size_t>(plan.layout.Bytes(c.m_tile));
+  config.dynamicSmemBytes = static_cast<std::size_t>(plan.layout.Bytes());
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeClusterDimension;
   attribute.val.clusterDim.x = c.split;
@@ -363,15 +366,15 @@ template <typename T, int kNTiles>
 cudaError_t LaunchTiles(const StreamedGemmConfig& c, Plan plan, const void* x,
                         const void* w, const void* bias, const void* residual, void* y,
                         std::int64_t rows, std::int64_t n, std::int64_t k, plan::Activation act,
-                        bool programmatic, cudaStream_t stream, StreamedWeights layout) {
+                        bool programmatic, cudaStream_t stream, StreamedWeights layout,
+                        int sm_count) {
   constexpr auto kKernel = StreamedGemmKernel<T, kNTiles>;
   if (const int active = ActiveClusters<kKernel>(c, plan); active > 0 && active < plan.clusters) {
-    const int sms = plan.clusters * c.split;
-    if (!PlanLaunch(c, rows, n, k, sms, &plan, active)) return cudaErrorInvalidValue;
+    if (!PlanLaunch(c, rows, n, k, sm_count, &plan, active)) return cudaErrorInvalidValue;
   }
   return LaunchInClustersUpTo<kKernel>(
       kMaxSmemBytes, dim3(c.split), dim3(static_cast<unsigned>(plan.clusters * c.split)),
-      dim3(kThreads), static_cast<std::size_t>(plan.layout.Bytes(c.m_tile)), programmatic,
+      dim3(kThreads), static_cast<std::size_t>(plan.layout.Bytes()), programmatic,
       stream, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
       static_cast<const T*>(residual), static_cast<T*>(y), static_cast<int>(rows),
       static_cast<int>(n), static_cast<int>(k), plan.k_slice, act, plan.layout,
@@ -382,11 +385,11 @@ template <typename T>
 cudaError_t Dispatch(const StreamedGemmConfig& c, const Plan& plan, const void* x, const void* w,
                      const void* bias, const void* residual, void* y, std::int64_t rows,
                      std::int64_t n, std::int64_t k, plan::Activation act, bool programmatic,
-                     cudaStream_t stream, StreamedWeights layout) {
+                     cudaStream_t stream, StreamedWeights layout, int sm_count) {
   switch (c.m_tile) {
-    case 8: return LaunchTiles<T, 1>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout);
-    case 16: return LaunchTiles<T, 2>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout);
-    case 32: return LaunchTiles<T, 4>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout);
+    case 8: return LaunchTiles<T, 1>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
+    case 16: return LaunchTiles<T, 2>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
+    case 32: return LaunchTiles<T, 4>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -395,7 +398,8 @@ cudaError_t Dispatch(const StreamedGemmConfig& c, const Plan& plan, const void* 
 
 std::string StreamedGemmConfig::Describe() const {
   return "streamed, K split " + std::to_string(split) + ", " + std::to_string(stages) +
-         " stages, " + std::to_string(m_tile) + "-row X tiles";
+         " stages, " + std::to_string(blocks_per_sm) + " block" + (blocks_per_sm > 1 ? "s" : "") +
+         " an SM, " + std::to_string(m_tile) + "-row X tiles";
 }
 
 bool StreamedGemmSupports(int sm_major, ElemType type, std::int64_t rows,
@@ -412,7 +416,7 @@ bool StreamedGemmRuns(const StreamedGemmConfig& config, std::int64_t rows,
   Plan plan;
   return rows >= 1 && out_features >= 1 && in_features >= kVector && config.split >= 1 &&
          PlanLaunch(config, rows, out_features, in_features, sm_count, &plan,
-                    std::max(1, sm_count / config.split / 2));
+                    std::max(1, sm_count * config.blocks_per_sm / config.split / 2));
 }
 
 std::vector<StreamedGemmConfig> StreamedGemmCandidates(std::int64_t rows,
@@ -424,9 +428,11 @@ std::vector<StreamedGemmConfig> StreamedGemmCandidates(std::int64_t rows,
   }
   const auto m_tile = static_cast<std::uint8_t>(rows <= 8 ? 8 : rows <= 16 ? 16 : 32);
   for (int split = 1; split <= kMaxSplit; split *= 2) {
-    for (int stages : {4, 8}) {
+    // One block an SM with a deep ring, or two or three with shallower ones (more producers).
+    for (const auto& [blocks, stages] : {std::pair{1, 4}, {1, 8}, {2, 2}, {2, 4}, {3, 2}, {3, 4}}) {
       const StreamedGemmConfig config{m_tile, static_cast<std::uint8_t>(split),
-                                      static_cast<std::uint8_t>(stages)};
+                                      static_cast<std::uint8_t>(stages),
+                                      static_cast<std::uint8_t>(blocks)};
       if (StreamedGemmRuns(config, rows, out_features, in_features, sm_count)) {
         candidates.push_back(config);
       }
@@ -446,15 +452,16 @@ cudaError_t LaunchStreamedGemm(const StreamedGemmConfig& config, const void* x, 
     return cudaErrorInvalidValue;
   }
   Plan plan;
-  if (!PlanLaunch(config, rows, out_features, in_features, std::max(SmCount(), 1), &plan)) {
+  const int sm_count = std::max(SmCount(), 1);
+  if (!PlanLaunch(config, rows, out_features, in_features, sm_count, &plan)) {
     return cudaErrorInvalidValue;
   }
   if (type == ElemType::kBf16) {
     return Dispatch<__nv_bfloat16>(config, plan, x, w, bias, residual, y, rows, out_features,
-                                   in_features, act, programmatic, stream, layout);
+                                   in_features, act, programmatic, stream, layout, sm_count);
   }
   return Dispatch<__half>(config, plan, x, w, bias, residual, y, rows, out_features, in_features,
-                          act, programmatic, stream, layout);
+                          act, programmatic, stream, layout, sm_count);
 }
 
 std::int64_t StreamedGemmPackedElements(std::int64_t out_features, std::int64_t in_features) {

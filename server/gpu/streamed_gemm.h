@@ -25,20 +25,23 @@ namespace ltserve::gpu {
 // Rows (the batch bucket; tokens for an encoder) up to which the kernel is offered.
 constexpr std::int64_t kStreamedGemmMaxRows = 32;
 
-// One configuration: `m_tile` rows of X held in shared memory (8, 16 or 32: one to four mma
-// tiles), K split over a cluster of `split` blocks (1, 2, 4 or 8; each holds its K slice of
+// One configuration: X's rows taken as `m_tile` (8, 16 or 32: one to four mma tiles; the rows
+// there are held in shared memory), K split over a cluster of `split` blocks (1, 2, 4 or 8; each holds its K slice of
 // X and streams that slice of its weight rows; the partial sums are reduced through
-// distributed shared memory), and `stages` 16 KiB stages in the ring (4 or 8).
+// distributed shared memory), `stages` 16 KiB stages in the ring (2, 4 or 8), and
+// `blocks_per_sm` blocks sharing an SM (1 to 3: one producer warp each).
 struct StreamedGemmConfig {
   std::uint8_t m_tile = 8;
   std::uint8_t split = 1;
   std::uint8_t stages = 4;
+  std::uint8_t blocks_per_sm = 1;
 
-  // For the load log, e.g. "streamed, K split 2, 4 stages, 8-row X tiles".
+  // For the load log, e.g. "streamed, K split 2, 4 stages, 1 block an SM, 8-row X tiles".
   std::string Describe() const;
   // Written out: the .cu files that include this header compile as C++17.
   friend bool operator==(const StreamedGemmConfig& a, const StreamedGemmConfig& b) {
-    return a.m_tile == b.m_tile && a.split == b.split && a.stages == b.stages;
+    return a.m_tile == b.m_tile && a.split == b.split && a.stages == b.stages &&
+           a.blocks_per_sm == b.blocks_per_sm;
   }
 };
 
@@ -54,7 +57,8 @@ bool StreamedGemmRuns(const StreamedGemmConfig& config, std::int64_t rows,
 
 // The configurations worth timing for one shape on a GPU of `sm_count` SMs: the smallest
 // m_tile holding the rows, every split whose X slice fits in shared memory and that leaves
-// each block some K, each with 4 and 8 stages where they fit.
+// each block some K, each as one block an SM with 4 or 8 stages and as two or three with 2 or
+// 4, where they fit.
 std::vector<StreamedGemmConfig> StreamedGemmCandidates(std::int64_t rows,
                                                        std::int64_t out_features,
                                                        std::int64_t in_features, int sm_count);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,12 @@ std::vector<StreamedGemmConfig> EveryConfiguration() {
   std::vector<StreamedGemmConfig> configs;
   for (int m_tile : {8, 16, 32}) {
     for (int split : {1, 2, 4, 8}) {
-      for (int stages : {4, 8}) {
-        configs.push_back(StreamedGemmConfig{static_cast<std::uint8_t>(m_tile),
-                                             static_cast<std::uint8_t>(split),
-                                             static_cast<std::uint8_t>(stages)});
+      for (int stages : {2, 4, 8}) {
+        for (int blocks : {1, 2, 3}) {
+          configs.push_back(StreamedGemmConfig{
+              static_cast<std::uint8_t>(m_tile), static_cast<std::uint8_t>(split),
+              static_cast<std::uint8_t>(stages), static_cast<std::uint8_t>(blocks)});
+        }
       }
     }
   }
@@ -191,8 +194,22 @@ TEST(StreamedGemm, CandidatesTakeTheSmallestTileAndOnlyWhatFits) {
     EXPECT_FALSE(candidates.empty()) << rows << " rows";
     for (const StreamedGemmConfig& c : candidates) EXPECT_EQ(c.m_tile, m_tile) << rows << " rows";
   }
-  // One row of K 4096 fits whole: every split, 4 and 8 stages.
-  EXPECT_EQ(gpu::StreamedGemmCandidates(1, 4096, 4096, kH200Sms).size(), 8u);
+  // One row of K 4096 fits whole: every split, one block an SM with 4 and 8 stages, two with 2
+  // and 4; three only with 2 (three rings of 4 and X do not fit an SM).
+  std::set<int> splits;
+  int one = 0;
+  int three = 0;
+  for (const StreamedGemmConfig& c : gpu::StreamedGemmCandidates(1, 4096, 4096, kH200Sms)) {
+    splits.insert(c.split);
+    one += c.blocks_per_sm == 1 ? 1 : 0;
+    three += c.blocks_per_sm == 3 ? 1 : 0;
+    if (c.blocks_per_sm == 3 && c.split == 1) {
+      EXPECT_EQ(c.stages, 2) << c.Describe();
+    }
+  }
+  EXPECT_EQ(splits, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_EQ(one, 8);
+  EXPECT_GE(three, 4);
   // 32 rows of K 4096 are 264 KiB of X: only slices of a quarter or less fit.
   const auto wide = gpu::StreamedGemmCandidates(32, 4096, 4096, kH200Sms);
   EXPECT_FALSE(wide.empty());
@@ -237,6 +254,9 @@ TEST(StreamedGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch({8, 3, 4}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({8, 16, 4}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({8, 1, 5}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({8, 1, 4, 0}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({8, 1, 4, 4}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({8, 1, 8, 3}, ElemType::kBf16, 8, 64, 4096), cudaErrorInvalidValue);  // smem
   EXPECT_EQ(launch({32, 1, 4}, ElemType::kBf16, 32, 64, 4096), cudaErrorInvalidValue);  // X
   // Packed weights need K slices that start on a 512-K chunk: 1544 / 2 = 772 does not.
   EXPECT_EQ(gpu::LaunchStreamedGemm({8, 2, 4}, nullptr, nullptr, nullptr, nullptr, nullptr, 4, 64,
