@@ -8,7 +8,8 @@
 // warp keeps a ring of 16 KiB stages full with bulk copies (one per weight row slice,
 // completing on the stage's mbarrier), and the consumers only wait for full stages.
 //
-// Work: W's rows go in tiles of 16 (mma's m). A cluster of `split` blocks takes tiles
+// Work: W's rows go in tiles of 16 (mma's m). The grid has one to three blocks an SM, no more
+// than can be resident at once. A cluster of `split` blocks takes tiles
 // c, c + C, c + 2C... (C clusters); each block of it a fixed K slice of every tile, of X held
 // whole in shared memory. A stage is one tile's next 512 K of that slice. Like the split-K
 // kernel, Yᵀ = W·Xᵀ: W is mma's A, the rows of X its n, and each thread's 16-byte reads are
@@ -18,7 +19,7 @@
 // every run.
 //
 // Under a programmatic launch the producer fills the ring before waiting for the kernel
-// before (the weights are not its output), so up to `stages` × 16 KiB an SM are in flight
+// before (the weights are not its output), so up to `stages` × 16 KiB a block are in flight
 // while that kernel drains; X, which is its output, is read only after the wait.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -293,15 +294,15 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-// The launch's shape, or false where the configuration cannot run this GEMM.
-struct Plan {
+// The launch's shape; PlanLaunch says false where the configuration cannot run this GEMM.
+struct LaunchShape {
   int clusters = 0;
   int k_slice = 0;
   Layout layout{};
 };
 
 bool PlanLaunch(const StreamedGemmConfig& c, std::int64_t rows, std::int64_t n, std::int64_t k,
-                int sm_count, Plan* plan, int max_clusters = 1 << 30) {
+                int sm_count, LaunchShape* shape, int max_clusters = 1 << 30) {
   if ((c.m_tile != 8 && c.m_tile != 16 && c.m_tile != 32) || rows > c.m_tile ||
       (c.split != 1 && c.split != 2 && c.split != 4 && c.split != kMaxSplit) ||
       (c.stages != 2 && c.stages != 4 && c.stages != 8) || c.blocks_per_sm < 1 ||
@@ -311,20 +312,20 @@ bool PlanLaunch(const StreamedGemmConfig& c, std::int64_t rows, std::int64_t n, 
   const std::int64_t tiles = (n + kTileRows - 1) / kTileRows;
   const std::int64_t slice = ((k + c.split - 1) / c.split + kVector - 1) / kVector * kVector;
   if (slice * (c.split - 1) >= k) return false;  // a block of the cluster would have no K
-  plan->clusters = static_cast<int>(
+  shape->clusters = static_cast<int>(
       std::min<std::int64_t>({tiles, std::int64_t{sm_count} * c.blocks_per_sm / c.split,
                               std::max(max_clusters, 1)}));
-  plan->k_slice = static_cast<int>(slice);
+  shape->k_slice = static_cast<int>(slice);
   const std::int64_t x_stride = (slice + 63) / 64 * 64 + kPad;
   if (rows * x_stride * 2 > kMaxXBytes) return false;  // only the rows there are
-  const std::int64_t max_tiles = (tiles + plan->clusters - 1) / plan->clusters;
-  plan->layout = Layout{c.stages, static_cast<int>(x_stride), static_cast<int>(rows),
+  const std::int64_t max_tiles = (tiles + shape->clusters - 1) / shape->clusters;
+  shape->layout = Layout{c.stages, static_cast<int>(x_stride), static_cast<int>(rows),
                         static_cast<int>(std::min<std::int64_t>(max_tiles, 1 << 20)),
                         c.m_tile / 8 * 128};
   // Blocks sharing an SM share its shared memory, less 1 KiB the system keeps for each.
   const int block_bytes =
       c.blocks_per_sm == 1 ? kMaxSmemBytes : kSmSmemBytes / c.blocks_per_sm - 1024;
-  return max_tiles <= (1 << 20) && plan->layout.Bytes() <= block_bytes;
+  return max_tiles <= (1 << 20) && shape->layout.Bytes() <= block_bytes;
 }
 
 int SmCount() {
@@ -341,15 +342,15 @@ int SmCount() {
 // so at one block an SM fewer than sm_count / split may fit, and a cluster past them would
 // run in a second wave, doubling the kernel's time.
 template <auto kKernel>
-int ActiveClusters(const StreamedGemmConfig& c, const Plan& plan) {
+int ActiveClusters(const StreamedGemmConfig& c, const LaunchShape& shape) {
   if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmemBytes) !=
       cudaSuccess) {
     return 0;
   }
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(plan.clusters * c.split));
+  config.gridDim = dim3(static_cast<unsigned>(shape.clusters * c.split));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = static_cast<std::size_t>(plan.layout.Bytes());
+  config.dynamicSmemBytes = static_cast<std::size_t>(shape.layout.Bytes());
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeClusterDimension;
   attribute.val.clusterDim.x = c.split;
@@ -363,33 +364,33 @@ int ActiveClusters(const StreamedGemmConfig& c, const Plan& plan) {
 }
 
 template <typename T, int kNTiles>
-cudaError_t LaunchTiles(const StreamedGemmConfig& c, Plan plan, const void* x,
+cudaError_t LaunchTiles(const StreamedGemmConfig& c, LaunchShape shape, const void* x,
                         const void* w, const void* bias, const void* residual, void* y,
                         std::int64_t rows, std::int64_t n, std::int64_t k, plan::Activation act,
                         bool programmatic, cudaStream_t stream, StreamedWeights layout,
                         int sm_count) {
   constexpr auto kKernel = StreamedGemmKernel<T, kNTiles>;
-  if (const int active = ActiveClusters<kKernel>(c, plan); active > 0 && active < plan.clusters) {
-    if (!PlanLaunch(c, rows, n, k, sm_count, &plan, active)) return cudaErrorInvalidValue;
+  if (const int active = ActiveClusters<kKernel>(c, shape); active > 0 && active < shape.clusters) {
+    if (!PlanLaunch(c, rows, n, k, sm_count, &shape, active)) return cudaErrorInvalidValue;
   }
   return LaunchInClustersUpTo<kKernel>(
-      kMaxSmemBytes, dim3(c.split), dim3(static_cast<unsigned>(plan.clusters * c.split)),
-      dim3(kThreads), static_cast<std::size_t>(plan.layout.Bytes()), programmatic,
+      kMaxSmemBytes, dim3(c.split), dim3(static_cast<unsigned>(shape.clusters * c.split)),
+      dim3(kThreads), static_cast<std::size_t>(shape.layout.Bytes()), programmatic,
       stream, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
       static_cast<const T*>(residual), static_cast<T*>(y), static_cast<int>(rows),
-      static_cast<int>(n), static_cast<int>(k), plan.k_slice, act, plan.layout,
+      static_cast<int>(n), static_cast<int>(k), shape.k_slice, act, shape.layout,
       layout == StreamedWeights::kPacked);
 }
 
 template <typename T>
-cudaError_t Dispatch(const StreamedGemmConfig& c, const Plan& plan, const void* x, const void* w,
+cudaError_t Dispatch(const StreamedGemmConfig& c, const LaunchShape& shape, const void* x, const void* w,
                      const void* bias, const void* residual, void* y, std::int64_t rows,
                      std::int64_t n, std::int64_t k, plan::Activation act, bool programmatic,
                      cudaStream_t stream, StreamedWeights layout, int sm_count) {
   switch (c.m_tile) {
-    case 8: return LaunchTiles<T, 1>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
-    case 16: return LaunchTiles<T, 2>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
-    case 32: return LaunchTiles<T, 4>(c, plan, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
+    case 8: return LaunchTiles<T, 1>(c, shape, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
+    case 16: return LaunchTiles<T, 2>(c, shape, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
+    case 32: return LaunchTiles<T, 4>(c, shape, x, w, bias, residual, y, rows, n, k, act, programmatic, stream, layout, sm_count);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -413,9 +414,9 @@ bool StreamedGemmRuns(const StreamedGemmConfig& config, std::int64_t rows,
                       std::int64_t out_features, std::int64_t in_features, int sm_count) {
   // With as few as half the clusters resident at once (LaunchTiles), a block takes up to
   // twice the tiles and needs their sums' shared memory.
-  Plan plan;
+  LaunchShape shape;
   return rows >= 1 && out_features >= 1 && in_features >= kVector && config.split >= 1 &&
-         PlanLaunch(config, rows, out_features, in_features, sm_count, &plan,
+         PlanLaunch(config, rows, out_features, in_features, sm_count, &shape,
                     std::max(1, sm_count * config.blocks_per_sm / config.split / 2));
 }
 
@@ -451,16 +452,16 @@ cudaError_t LaunchStreamedGemm(const StreamedGemmConfig& config, const void* x, 
       (layout == StreamedWeights::kPacked && !StreamedGemmTakesPacked(config, in_features))) {
     return cudaErrorInvalidValue;
   }
-  Plan plan;
+  LaunchShape shape;
   const int sm_count = std::max(SmCount(), 1);
-  if (!PlanLaunch(config, rows, out_features, in_features, sm_count, &plan)) {
+  if (!PlanLaunch(config, rows, out_features, in_features, sm_count, &shape)) {
     return cudaErrorInvalidValue;
   }
   if (type == ElemType::kBf16) {
-    return Dispatch<__nv_bfloat16>(config, plan, x, w, bias, residual, y, rows, out_features,
+    return Dispatch<__nv_bfloat16>(config, shape, x, w, bias, residual, y, rows, out_features,
                                    in_features, act, programmatic, stream, layout, sm_count);
   }
-  return Dispatch<__half>(config, plan, x, w, bias, residual, y, rows, out_features, in_features,
+  return Dispatch<__half>(config, shape, x, w, bias, residual, y, rows, out_features, in_features,
                           act, programmatic, stream, layout, sm_count);
 }
 

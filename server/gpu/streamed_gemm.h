@@ -2,13 +2,15 @@
 // residual) for M up to kStreamedGemmMaxRows, where a Linear is bound by streaming its
 // weights once. The split-K kernel (skinny_gemm.h) keeps its weights in flight in registers,
 // a few chunks a warp, each waited for in the warp's own chain of loads and mmas; here one
-// warp a block only issues bulk copies (the Hopper copy engine, cp.async.bulk) of whole
-// weight rows into a ring of shared-memory stages, and four warps consume them. A block runs
-// one per SM over its share of 16-row tiles, and since the weights are not the kernel
-// before's output, under a programmatic launch the ring fills while that kernel drains.
+// warp a block only issues bulk copies (the Hopper copy engine, cp.async.bulk) of weight row
+// slices into a ring of shared-memory stages, and four warps consume them. One to three
+// blocks an SM run over their share of 16-row tiles, and since the weights are not the kernel
+// before's output, under a programmatic launch the rings fill while that kernel drains.
 //
 // Hopper (sm_90) and newer only (bulk copies, clusters); 16-bit storage only; in_features a
-// multiple of 8. Which configuration runs a given GEMM is chosen by timing at load.
+// multiple of 8. Not offered to the executor's load-time choices: measured on the H200 it is
+// no faster than the split-K kernel in a whole pass (bench/RESULTS.md, "The streamed GEMM");
+// the benchmark (bench/skinny_gemm_table.cc) and its tests run it directly.
 #pragma once
 
 #include <cuda_runtime.h>
