@@ -69,17 +69,32 @@ ltserve::Result<Timed<Config>> TimeEach(const std::vector<Config>& configs, Laun
   return timed;
 }
 
-// Twice the L2, zeroed on `s`: TimeColdOnStream reads it before each timed run.
-ltserve::Result<DeviceBuffer> L2FlushBuffer(cudaStream_t s) {
-  int device = 0;
-  int l2 = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
-  LTSERVE_ASSIGN_OR_RETURN(DeviceBuffer flush,
-                           DeviceBuffer::Create(2 * static_cast<std::size_t>(l2), "flush"));
-  cudaMemsetAsync(flush.data(), 0, flush.bytes(), s);
-  return flush;
-}
+constexpr std::size_t kWorkspace = std::size_t{32} << 20;
+
+// What the tables time with: a stream, a cuBLASLt handle and its workspace, and a buffer of
+// twice the L2, zeroed, that TimeColdOnStream reads before each timed run.
+struct TableDevice {
+  Stream stream;
+  LtHandle handle;
+  DeviceBuffer flush;
+  DeviceBuffer workspace;
+
+  static ltserve::Result<TableDevice> Create() {
+    TableDevice d;
+    LTSERVE_ASSIGN_OR_RETURN(d.stream, CreateStream());
+    LTSERVE_ASSIGN_OR_RETURN(d.handle, CreateLtHandle());
+    int device = 0;
+    int l2 = 0;
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    LTSERVE_ASSIGN_OR_RETURN(d.flush,
+                             DeviceBuffer::Create(2 * static_cast<std::size_t>(l2), "flush"));
+    LTSERVE_ASSIGN_OR_RETURN(d.workspace, DeviceBuffer::Create(kWorkspace, "workspace"));
+    LTSERVE_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(d.flush.data(), 0, d.flush.bytes(), d.stream.get()));
+    return d;
+  }
+};
 
 // A device copy of W [n, k] (bf16) in the streamed kernel's packed layout.
 ltserve::Result<DeviceBuffer> PackedCopy(const void* w, std::int64_t n, std::int64_t k) {
@@ -130,14 +145,12 @@ int PrintMlpPassTable(double copy_tbps) {
   };
   const MlpLayer layers[] = {{1024, 4096}, {4096, 4096}, {4096, 1024}};
   const std::int64_t row_counts[] = {1, 2, 4, 8, 16, 32};
-  constexpr std::size_t kWorkspace = std::size_t{32} << 20;
-  auto stream = CreateStream();
-  auto handle = CreateLtHandle();
-  if (!stream.ok() || !handle.ok()) return Fail("stream or handle", stream.status());
-  cudaStream_t s = stream.value().get();
-  auto flush = L2FlushBuffer(s);
-  auto workspace = DeviceBuffer::Create(kWorkspace, "workspace");
-  if (!flush.ok() || !workspace.ok()) return Fail("buffers", flush.status());
+  auto timing = TableDevice::Create();
+  if (!timing.ok()) return Fail("stream, handle or buffers", timing.status());
+  cudaStream_t s = timing.value().stream.get();
+  cublasLtHandle_t handle = timing.value().handle.get();
+  const DeviceBuffer& flush = timing.value().flush;
+  void* workspace = timing.value().workspace.data();
   std::vector<DeviceBuffer> weights, biases, activations;
   std::size_t weight_bytes = 0;
   for (std::size_t i = 0; i <= std::size(layers); ++i) {
@@ -190,7 +203,7 @@ int PrintMlpPassTable(double copy_tbps) {
       const GemmShape shape{rows, layer.n, layer.k, CUBLASLT_EPILOGUE_BIAS, false};
       auto gemm = Gemm::Create(ltserve::Precision::kBf16, shape);
       if (!gemm.ok()) return Fail("Gemm::Create", gemm.status());
-      auto candidates = gemm.value().Candidates(handle.value().get(), kWorkspace, 1);
+      auto candidates = gemm.value().Candidates(handle, kWorkspace, 1);
       if (!candidates.ok() || candidates.value().empty()) return Fail("heuristic", candidates.status());
       gemms.push_back(std::move(gemm).value());
       algos.push_back(candidates.value().front());
@@ -202,22 +215,22 @@ int PrintMlpPassTable(double copy_tbps) {
       void* w = weights[i].data();
       void* b = biases[i].data();
       cublas.push_back([&, i, x, y, w, b](bool) {
-        return gemms[i].RunWith(algos[i], handle.value().get(), GemmOperands{w, x, b, nullptr, y},
-                                workspace.value().data(), kWorkspace, s);
+        return gemms[i].RunWith(algos[i], handle, GemmOperands{w, x, b, nullptr, y},
+                                workspace, kWorkspace, s);
       });
       auto split = TimeEach(SkinnyGemmCandidates(rows, layer.n, layer.k), [&](const SkinnyGemmConfig& c) {
         return LaunchSkinnyGemm(c, x, w, b, nullptr, y, rows, layer.n, layer.k, none,
                                 ElemType::kBf16, false, s);
-      }, flush.value(), s);
+      }, flush, s);
       auto stream_k = TimeEach(StreamedGemmCandidates(rows, layer.n, layer.k, sms), [&](const StreamedGemmConfig& c) {
         return LaunchStreamedGemm(c, x, w, b, nullptr, y, rows, layer.n, layer.k, none,
                                   ElemType::kBf16, false, s);
-      }, flush.value(), s);
+      }, flush, s);
       void* wp = packed_weights[i].data();
       auto packed_k = TimeEach(PackedCandidates(rows, layer.n, layer.k, sms), [&](const StreamedGemmConfig& c) {
         return LaunchStreamedGemm(c, x, wp, b, nullptr, y, rows, layer.n, layer.k, none,
                                   ElemType::kBf16, false, s, StreamedWeights::kPacked);
-      }, flush.value(), s);
+      }, flush, s);
       if (!split.ok()) return Fail("split-K run", split.status());
       if (!stream_k.ok()) return Fail("streamed run", stream_k.status());
       if (!packed_k.ok()) return Fail("packed run", packed_k.status());
@@ -253,7 +266,7 @@ int PrintMlpPassTable(double copy_tbps) {
       }));
       return TimeColdOnStream([&] {
         return Launched(cudaGraphLaunch(graph.get(), s), "graph launch");
-      }, flush.value(), s);
+      }, flush, s);
     };
     auto reads_ms = pass_ms(reads, false);
     if (!reads_ms.ok()) return Fail("reads", reads_ms.status());
@@ -288,19 +301,18 @@ int PrintSkinnyGemmTable(double copy_tbps) {
                           {"BERT", 768, 2304}, {"BERT", 768, 768},  {"BERT", 768, 3072},
                           {"BERT", 3072, 768}};
   const std::int64_t row_counts[] = {1, 8, 32, 128};
-  constexpr std::size_t kWorkspace = std::size_t{32} << 20;
-  auto stream = CreateStream();
-  auto handle = CreateLtHandle();
-  if (!stream.ok() || !handle.ok()) return Fail("stream or handle", stream.status());
-  cudaStream_t s = stream.value().get();
-  auto flush = L2FlushBuffer(s);
-  auto workspace = DeviceBuffer::Create(kWorkspace, "workspace");
+  auto timing = TableDevice::Create();
+  if (!timing.ok()) return Fail("stream, handle or buffers", timing.status());
+  cudaStream_t s = timing.value().stream.get();
+  cublasLtHandle_t handle = timing.value().handle.get();
+  const DeviceBuffer& flush = timing.value().flush;
+  void* workspace = timing.value().workspace.data();
   auto w = DeviceBuffer::Create(std::size_t{4096} * 4096 * 2, "weights");
   auto x = DeviceBuffer::Create(std::size_t{128} * 4096 * 2, "x");
   auto bias = DeviceBuffer::Create(std::size_t{4096} * 2, "bias");
   auto y = DeviceBuffer::Create(std::size_t{128} * 4096 * 2, "y");
-  if (!flush.ok() || !workspace.ok() || !w.ok() || !x.ok() || !bias.ok() || !y.ok()) {
-    return Fail("buffers", flush.status());
+  if (!w.ok() || !x.ok() || !bias.ok() || !y.ok()) {
+    return Fail("buffers", w.status());
   }
   LaunchFillRandom(w.value().data(), ElemType::kBf16, w.value().bytes() / 2, 1, s);
   LaunchFillRandom(x.value().data(), ElemType::kBf16, x.value().bytes() / 2, 2, s);
@@ -320,7 +332,7 @@ int PrintSkinnyGemmTable(double copy_tbps) {
     // what one kernel of this size costs before any GEMM is done in it.
     auto read_ms = TimeColdOnStream([&] {
       return Launched(LaunchReadAll(w.value().data(), 2 * layer.k * layer.n, s), "read");
-    }, flush.value(), s);
+    }, flush, s);
     if (!read_ms.ok()) return Fail("read", read_ms.status());
     auto packed = PackedCopy(w.value().data(), layer.n, layer.k);
     if (!packed.ok()) return Fail("packing", packed.status());
@@ -328,14 +340,14 @@ int PrintSkinnyGemmTable(double copy_tbps) {
       const GemmShape shape{rows, layer.n, layer.k, CUBLASLT_EPILOGUE_BIAS, false};
       auto gemm = Gemm::Create(ltserve::Precision::kBf16, shape);
       if (!gemm.ok()) return Fail("Gemm::Create", gemm.status());
-      auto algos = gemm.value().Candidates(handle.value().get(), kWorkspace, 1);
+      auto algos = gemm.value().Candidates(handle, kWorkspace, 1);
       if (!algos.ok() || algos.value().empty()) return Fail("heuristic", algos.status());
       const GemmOperands operands{w.value().data(), x.value().data(), bias.value().data(),
                                   nullptr, y.value().data()};
       auto cublas_ms = TimeColdOnStream([&] {
-        return gemm.value().RunWith(algos.value().front(), handle.value().get(), operands,
-                                    workspace.value().data(), kWorkspace, s);
-      }, flush.value(), s);
+        return gemm.value().RunWith(algos.value().front(), handle, operands,
+                                    workspace, kWorkspace, s);
+      }, flush, s);
       if (!cublas_ms.ok()) return Fail("cuBLASLt run", cublas_ms.status());
       float best = std::numeric_limits<float>::infinity();
       float worst = 0;
@@ -350,7 +362,7 @@ int PrintSkinnyGemmTable(double copy_tbps) {
             return ltserve::Internal(config.Describe() + ": " + cudaGetErrorString(error));
           }
           return ltserve::Status::Ok();
-        }, flush.value(), s);
+        }, flush, s);
         if (!ms.ok()) return Fail("split-K run", ms.status());
         if (ms.value() < best) {
           best = ms.value();
@@ -363,7 +375,7 @@ int PrintSkinnyGemmTable(double copy_tbps) {
         return LaunchStreamedGemm(config, x.value().data(), w.value().data(), bias.value().data(),
                                   nullptr, y.value().data(), rows, layer.n, layer.k,
                                   ltserve::plan::Activation::kNone, ElemType::kBf16, false, s);
-      }, flush.value(), s);
+      }, flush, s);
       if (!streamed.ok()) return Fail("streamed run", streamed.status());
       const Timed<StreamedGemmConfig>& st = streamed.value();
       auto packed_run = TimeEach(PackedCandidates(rows, layer.n, layer.k, sms),
@@ -372,7 +384,7 @@ int PrintSkinnyGemmTable(double copy_tbps) {
                                   bias.value().data(), nullptr, y.value().data(), rows, layer.n,
                                   layer.k, ltserve::plan::Activation::kNone, ElemType::kBf16,
                                   false, s, StreamedWeights::kPacked);
-      }, flush.value(), s);
+      }, flush, s);
       if (!packed_run.ok()) return Fail("packed run", packed_run.status());
       const double floor_us = 2.0 * layer.k * layer.n / (copy_tbps * 1e6);
       std::printf("| %s %ld->%ld | %ld | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.2f | %s | %s | %s | %s |\n",

@@ -339,14 +339,11 @@ int SmCount() {
 }
 
 // How many clusters of this launch the GPU holds at once: clusters are placed within a GPC,
-// so at one block an SM fewer than sm_count / split may fit, and a cluster past them would
-// run in a second wave, doubling the kernel's time.
+// so fewer than the planned sm_count × blocks_per_sm / split may fit, and a cluster past them
+// would run in a second wave, doubling the kernel's time. 0 where it cannot say.
 template <auto kKernel>
 int ActiveClusters(const StreamedGemmConfig& c, const LaunchShape& shape) {
-  if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmemBytes) !=
-      cudaSuccess) {
-    return 0;
-  }
+  if (OptInToClusters<kKernel>(kMaxSmemBytes) != cudaSuccess) return 0;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(shape.clusters * c.split));
   config.blockDim = dim3(kThreads);

@@ -62,10 +62,12 @@ struct LinearCase {
   }
 };
 
-// The device side of a LinearCase: inputs uploaded once, an output with a guard band.
+// The device side of a LinearCase (or of any case with its x, w, bias, residual and p.rows,
+// p.n, p.bias, p.residual): inputs uploaded once, an output with a guard band.
 struct DeviceLinearCase {
   DeviceHalves x, w, bias, residual, y;
-  explicit DeviceLinearCase(const LinearCase& c)
+  template <typename AnyCase>
+  explicit DeviceLinearCase(const AnyCase& c)
       : x(c.x.size()), w(c.w.size()), bias(std::max<std::size_t>(c.bias.size(), 1)),
         residual(std::max<std::size_t>(c.residual.size(), 1)),
         y(static_cast<std::size_t>(c.p.rows * c.p.n) + kGuard) {

@@ -98,6 +98,15 @@ inline void ExpectMatches(const std::vector<std::uint16_t>& out,
   }
 }
 
+// The current device's SM count (a test failure where it cannot be read).
+inline int SmCount() {
+  int device = 0;
+  int count = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  return count;
+}
+
 inline bool HopperAvailable() {
   int device = 0;
   int major = 0;

@@ -33,6 +33,7 @@ using testing::FromBits;
 using testing::kGuard;
 using testing::RoundToBits;
 using testing::Random;
+using testing::SmCount;
 
 struct LayerSpec {
   std::int64_t out;
@@ -65,14 +66,6 @@ const ChainSpec kChains[] = {
              {136, true, true, Activation::kRelu}, {2056, true, false, Activation::kSilu},
              {24, true, false, Activation::kNone}, {1, true, false, Activation::kSigmoid}}},
 };
-
-int SmCount() {
-  int device = 0;
-  int count = 0;
-  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
-  return count;
-}
 
 // A chain's inputs in the storage type on host and device, its outputs (with guard bands) and
 // scratch on the device.

@@ -15,6 +15,7 @@
 
 #include "gpu/gpu_model.h"
 #include "gpu/norm_gemm.h"
+#include "linear_case.h"
 #include "sixteen_bit.h"
 #include "test_support.h"
 
@@ -24,9 +25,7 @@ namespace {
 using gpu::ElemType;
 using gpu::NormGemmConfig;
 using plan::Activation;
-using testing::DeviceHalves;
 using testing::FromBits;
-using testing::kGuard;
 using testing::Random;
 using testing::RoundToBits;
 
@@ -115,19 +114,12 @@ struct Case {
   }
 };
 
-// The device side of a Case: inputs uploaded once, an output with a guard band.
-struct DeviceCase {
-  DeviceHalves x, w, bias, residual, y;
+// The device side of a Case: the Linear's inputs and the guarded output as for the other
+// few-row kernels, and gamma and beta (fp32).
+struct DeviceCase : testing::DeviceLinearCase {
   float* gamma = nullptr;
   float* beta = nullptr;
-  explicit DeviceCase(const Case& c)
-      : x(c.x.size()), w(c.w.size()), bias(std::max<std::size_t>(c.bias.size(), 1)),
-        residual(std::max<std::size_t>(c.residual.size(), 1)),
-        y(static_cast<std::size_t>(c.p.rows * c.p.n) + kGuard) {
-    x.Upload(c.x);
-    w.Upload(c.w);
-    if (c.p.bias) bias.Upload(c.bias);
-    if (c.p.residual) residual.Upload(c.residual);
+  explicit DeviceCase(const Case& c) : DeviceLinearCase(c) {
     if (c.p.affine) {
       const std::size_t bytes = c.gamma.size() * sizeof(float);
       EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&gamma), bytes), cudaSuccess);

@@ -25,6 +25,7 @@ using gpu::StreamedGemmConfig;
 using plan::Activation;
 using Problem = testing::LinearProblem;
 using Case = testing::LinearCase;
+using testing::SmCount;
 
 constexpr int kH200Sms = 132;
 
@@ -38,14 +39,6 @@ const Problem kProblems[] = {
     {17, 3000, 1544, true, true, Activation::kTanh},
     {2, 4100, 4104, true, false, Activation::kSigmoid},
 };
-
-int SmCount() {
-  int device = 0;
-  int sms = 0;
-  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
-  return sms;
-}
 
 // Every configuration, whether it runs the shape or not.
 std::vector<StreamedGemmConfig> EveryConfiguration() {
