@@ -618,7 +618,9 @@ void Scheduler::Cancel(std::uint64_t request_id) {
   impl_->NotifyWork();  // the head of the queues may have changed
   // gRPC cancels a call whose deadline has passed, and that cancellation can reach us before
   // the expiry loop does: a request past its deadline timed out, whichever path noticed first.
-  const bool expired = !cancelled.empty() && Clock::now() >= cancelled.front().request->deadline;
+  // The client's own deadline passes first (see kDeadlineCancelLead), hence the lead.
+  const bool expired = !cancelled.empty() &&
+                       Clock::now() + kDeadlineCancelLead >= cancelled.front().request->deadline;
   impl_->Fail(cancelled, expired ? DeadlineExceeded("request timed out in the queue")
                                  : Cancelled("request cancelled by the client"));
 }

@@ -76,8 +76,12 @@ class Scheduler {
   void RunClaimed(ClaimedRun& claimed);
 
   // Client cancelled: a still-queued request is removed and answered CANCELLED; a running one
-  // finishes; an unknown or answered id is ignored.
+  // finishes; an unknown or answered id is ignored. A cancellation that arrives at most
+  // kDeadlineCancelLead before the request's deadline is answered DEADLINE_EXCEEDED and counted
+  // as a timeout: a client gives up at its own deadline, which falls before the server's by the
+  // time its request took to arrive, and its cancellation can then reach us first.
   void Cancel(std::uint64_t request_id);
+  static constexpr std::chrono::milliseconds kDeadlineCancelLead{25};
 
   // Graceful shutdown: refuse new requests (UNAVAILABLE), finish everything accepted until
   // `deadline`; then answer the rest UNAVAILABLE. Returns true when everything accepted

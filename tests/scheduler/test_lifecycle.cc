@@ -166,6 +166,27 @@ TEST(Lifecycle, CancelAfterTheDeadlineIsATimeout) {
   EXPECT_FALSE(WasExecuted(h, *call));
 }
 
+// The client's deadline passes before the server's by the time its request took to arrive; its
+// cancellation, sent then, is the deadline too.
+TEST(Lifecycle, CancelJustBeforeTheDeadlineIsATimeout) {
+  Harness h(BatchingOptions(8, 60s));
+  auto call = h.Send(1, kWidth, [](InferenceRequest& r) { r.deadline = r.arrival + kTimeout; });
+  std::this_thread::sleep_until(call->sent + kTimeout - Scheduler::kDeadlineCancelLead / 2);
+  h.scheduler().Cancel(call->id.value());
+  EXPECT_EQ(call->Await().status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Failures(h, FailureReason::kTimeout), 1u);
+  EXPECT_EQ(Failures(h, FailureReason::kCancelled), 0u);
+}
+
+TEST(Lifecycle, CancelWellBeforeTheDeadlineIsACancellation) {
+  Harness h(BatchingOptions(8, 60s));
+  auto call = h.Send(1, kWidth, [](InferenceRequest& r) { r.deadline = r.arrival + 60s; });
+  h.scheduler().Cancel(call->id.value());
+  EXPECT_EQ(call->Await().status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(Failures(h, FailureReason::kCancelled), 1u);
+  EXPECT_EQ(Failures(h, FailureReason::kTimeout), 0u);
+}
+
 TEST(Lifecycle, DrainFinishesAcceptedWorkThenRefusesNew) {
   Harness h(NoBatchingOptions(4));
   // Each batch takes a while, so the drain has work to wait for.
