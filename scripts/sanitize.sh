@@ -8,7 +8,7 @@
 # uninstrumented (ASan still checks every access ltserve's code makes; TSan cannot see their
 # synchronisation, which scripts/sanitizers/tsan.supp would answer, each entry with its reason).
 # Without the GPU executor (CUDA code is not instrumented), and for TSan without the
-# single-threaded numerics suites (below). Extra arguments go to ctest, e.g.
+# suites whose code runs on one thread (below). Extra arguments go to ctest, e.g.
 # -R test_scheduler; SANITIZE_TARGETS="test_scheduler test_call_auth" builds only those targets
 # (then pass a matching -R). Prints the build and test seconds; exits with ctest's status.
 set -euo pipefail
@@ -22,15 +22,14 @@ BUILD_DIR=${SANITIZE_BUILD_DIR:-build-$kind}
 PYTHON=${PYTHON:-.venv/bin/python}
 TORCH_PREFIX=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 start=$(date +%s)
-# TSan leaves out the single-threaded numerics suites (LTSERVE_NUMERICS_TESTS in
-# CMakeLists.txt): nothing there for it to find, and on two cores they made its build 10
-# minutes instead of 8 and its tests 4.5 instead of 1. SANITIZE_NUMERICS=1 keeps them; ASan
-# always does.
-numerics=ON
-[[ $kind == tsan && ${SANITIZE_NUMERICS:-0} != 1 ]] && numerics=OFF
+# TSan leaves out the suites whose code under test runs on one thread
+# (LTSERVE_SINGLE_THREADED_TESTS in CMakeLists.txt): nothing there for it to find, and each would
+# lengthen its build for nothing. SANITIZE_SINGLE_THREADED=1 keeps them; ASan always does.
+single_threaded=ON
+[[ $kind == tsan && ${SANITIZE_SINGLE_THREADED:-0} != 1 ]] && single_threaded=OFF
 cmake -S . -B "$BUILD_DIR" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DLTSERVE_SANITIZE="$kind" -DLTSERVE_CUDA=OFF -DLTSERVE_BUILD_BENCH=OFF \
-  -DLTSERVE_NUMERICS_TESTS="$numerics" >/dev/null
+  -DLTSERVE_SINGLE_THREADED_TESTS="$single_threaded" >/dev/null
 targets=()
 for target in ${SANITIZE_TARGETS:-}; do targets+=(--target "$target"); done
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" "${targets[@]}"

@@ -45,9 +45,8 @@ else
   ./scripts/fuzz.sh || status=1
   took "fuzz"
 fi
-# The GoogleTest suites again under ThreadSanitizer, in build-tsan/, all but the
-# single-threaded numerics of tests/cpu and tests/torch (scripts/sanitize.sh says why): a second
-# build (8 minutes on two cores) and 1 minute of tests, against 10 and 4.5 with those suites
+# The GoogleTest suites again under ThreadSanitizer, in build-tsan/, all but those whose code
+# runs on one thread (scripts/sanitize.sh says why): a second build and about a minute of tests
 # (bench/RESULTS.md, "CI's time"). TSan, not
 # ASan, because it fits CI's time: ASan's run of the same suite takes 46 minutes (libtorch under
 # its slow unwinder), and the fuzz run above is ASan-instrumented already. `scripts/sanitize.sh
