@@ -46,7 +46,7 @@ else
   took "fuzz"
 fi
 # The GoogleTest suites again under ThreadSanitizer, in build-tsan/, all but those whose code
-# runs on one thread (scripts/sanitize.sh says why): a second build and about a minute of tests
+# runs on one thread (scripts/sanitize.sh says why): a second build and one to two minutes of tests
 # (bench/RESULTS.md, "CI's time"). TSan, not
 # ASan, because it fits CI's time: ASan's run of the same suite takes 46 minutes (libtorch under
 # its slow unwinder), and the fuzz run above is ASan-instrumented already. `scripts/sanitize.sh
