@@ -56,11 +56,12 @@ __global__ void __launch_bounds__(kThreads)
   const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * head_dim;
   const std::int64_t stride = 3 * width;
-  const std::int64_t head_offset = static_cast<std::int64_t>(blockIdx.y) * head_dim;
+  // Heads in x, items in y: see the tensor-core kernel below.
+  const std::int64_t head_offset = static_cast<std::int64_t>(blockIdx.x) * head_dim;
   const int warp = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
 
-  for (int round = blockIdx.x; round < items * kRoundsPerItem; round += gridDim.x) {
+  for (int round = blockIdx.y; round < items * kRoundsPerItem; round += gridDim.y) {
     const std::int32_t* w = work + kAttentionItemInts * (round / kRoundsPerItem);
     const std::int64_t begin = w[0];
     const int length = w[1];
@@ -215,7 +216,11 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * kHeadDim;
   const std::int64_t stride = 3 * width;
-  const std::int64_t head = static_cast<std::int64_t>(blockIdx.y) * kHeadDim;
+  // Heads in x, items in y: blocks start in linear order, x first, so every head's first
+  // items start before any block of a later item. With items in x, one sequence of 128 (2
+  // items a head in a grid sized for many short ones) ran 24 working blocks among 1,560,
+  // each head's behind the empty blocks of the heads before it.
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * kHeadDim;
   const auto* in = reinterpret_cast<const std::uint16_t*>(qkv);
   auto* dst = reinterpret_cast<std::uint16_t*>(out);
   const int warp = threadIdx.x / kWarp;
@@ -228,17 +233,17 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
 
   // The first item is read alongside the item count rather than after it: the grid has at
   // most max_tokens blocks, so its slot lies inside the buffer whether or not it is in use.
-  int3 next = make_int3(work[kAttentionItemInts * blockIdx.x],
-                        work[kAttentionItemInts * blockIdx.x + 1],
-                        work[kAttentionItemInts * blockIdx.x + 2]);
+  int3 next = make_int3(work[kAttentionItemInts * blockIdx.y],
+                        work[kAttentionItemInts * blockIdx.y + 1],
+                        work[kAttentionItemInts * blockIdx.y + 2]);
   const int items = batch[0];
-  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+  for (int item = blockIdx.y; item < items; item += gridDim.y) {
     const std::int64_t begin = next.x;
     const int length = next.y;
     const int item_q0 = next.z;
     const int q0 = item_q0 + warp * kRows;
-    if (item + static_cast<int>(gridDim.x) < items) {
-      const std::int32_t* w = work + kAttentionItemInts * (item + gridDim.x);
+    if (item + static_cast<int>(gridDim.y) < items) {
+      const std::int32_t* w = work + kAttentionItemInts * (item + gridDim.y);
       next = make_int3(w[0], w[1], w[2]);
     }
     const bool warp_active = q0 < length;  // block-uniform loop below, warp-uniform compute
@@ -430,11 +435,17 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   }
 }
 
-// Blocks per head: enough for the items of `bucket_tokens` tokens in long sequences plus some
-// short ones; a grid-stride loop covers batches of many more short sequences.
-unsigned Blocks(std::int64_t bucket_tokens) {
+// Blocks per head: enough for the items of `bucket_tokens` tokens in long sequences, plus
+// about kShortItemBlocks over all heads for the extra items of short ones; a grid-stride loop
+// covers batches of more short sequences. The extra blocks find nothing to do when the
+// sequences are long, and each still has to be started: one sequence of 128 at 12 heads had
+// 128 of them a head (1,536 empty blocks beside 24 working ones).
+constexpr std::int64_t kShortItemBlocks = 512;  // ~4 resident blocks on each of 132 SMs
+
+unsigned Blocks(std::int64_t bucket_tokens, int num_heads) {
   std::int64_t blocks = (bucket_tokens + kAttentionQueriesPerItem - 1) / kAttentionQueriesPerItem;
-  blocks += bucket_tokens < 128 ? bucket_tokens : 128;
+  const std::int64_t short_blocks = (kShortItemBlocks + num_heads - 1) / num_heads;
+  blocks += bucket_tokens < short_blocks ? bucket_tokens : short_blocks;
   return static_cast<unsigned>(blocks < kMaxBlocksPerHead ? blocks : kMaxBlocksPerHead);
 }
 
@@ -442,7 +453,7 @@ template <typename T, int kHeadDim>
 cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch,
                    std::int64_t bucket_tokens, int num_heads, float scale_log2,
                    bool programmatic, cudaStream_t stream) {
-  const dim3 grid(Blocks(bucket_tokens), static_cast<unsigned>(num_heads));
+  const dim3 grid(static_cast<unsigned>(num_heads), Blocks(bucket_tokens, num_heads));
   return LaunchProgrammatic(programmatic, AttentionKernel<T, kHeadDim>, grid, dim3(kThreads),
                             stream, static_cast<const T*>(qkv), static_cast<T*>(out), batch,
                             num_heads, scale_log2);
@@ -482,7 +493,7 @@ cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
                       cudaStream_t stream) {
   // A batch of bucket_tokens tokens has at most that many work items (each covers a token).
   const std::int64_t blocks = bucket_tokens < kMaxBlocksPerHead ? bucket_tokens : kMaxBlocksPerHead;
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads));
+  const dim3 grid(static_cast<unsigned>(num_heads), static_cast<unsigned>(blocks));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   return LaunchProgrammatic(programmatic, AttentionKernel<T>, grid, dim3(kThreads), stream,
                             static_cast<const T*>(qkv), static_cast<T*>(out), batch, num_heads,
