@@ -446,6 +446,10 @@ unsigned Blocks(std::int64_t bucket_tokens, int num_heads) {
   std::int64_t blocks = (bucket_tokens + kAttentionQueriesPerItem - 1) / kAttentionQueriesPerItem;
   const std::int64_t short_blocks = (kShortItemBlocks + num_heads - 1) / num_heads;
   blocks += bucket_tokens < short_blocks ? bucket_tokens : short_blocks;
+  // Never more than the bucket's tokens: that many items at most (each covers a token), and
+  // the bound that keeps each block's first-item read inside the work buffer (LaunchAttention).
+  // Without it a bucket of 1 to ~43 tokens at the buffer's capacity read past its end.
+  if (blocks > bucket_tokens) blocks = bucket_tokens;
   return static_cast<unsigned>(blocks < kMaxBlocksPerHead ? blocks : kMaxBlocksPerHead);
 }
 

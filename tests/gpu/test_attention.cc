@@ -122,6 +122,54 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.type == ElemType::kBf16 ? "_bf16" : "_fp16");
     });
 
+// A batch that fills a small work buffer exactly (one sequence of 1, 2 or 3 tokens, capacity
+// the same): one key per query at one token, so the output is V itself; the grid must stay
+// within the buffer, which compute-sanitizer memcheck checks (scripts/gpu.sh,
+// SANITIZER_FILTER='*Attention*'). Against the double reference at 2 and 3 tokens.
+TEST(AttentionLaunch, BatchesAtASmallBuffersCapacity) {
+  SKIP_WITHOUT_GPU();
+  constexpr std::int64_t kHeads = 2;
+  constexpr std::int64_t kHeadDim = 64;
+  constexpr std::int64_t kWidth = kHeads * kHeadDim;
+  for (const std::int32_t tokens : {1, 2, 3}) {
+    std::vector<float> qkv = testing::Random(static_cast<std::size_t>(tokens * 3 * kWidth), 3.0f);
+    for (float& v : qkv) v = testing::RoundTo(v, "bf16");
+    testing::Builder b;
+    const auto in = b.Value(3 * kWidth);
+    b.plan->SetInput(in, plan::InputKind::kTokens);
+    b.plan->SetOutput(b.Attention(in, kHeads));
+    ASSERT_TRUE(b.plan->Validate().ok());
+    const std::vector<std::int32_t> lengths{tokens};
+    const std::vector<double> reference = testing::ReferenceForward(
+        *b.plan, qkv, tokens, [](float v) { return testing::RoundTo(v, "bf16"); }, lengths);
+
+    DeviceHalves input(qkv.size());
+    input.Upload(testing::RoundToBits(qkv, ElemType::kBf16));
+    auto batch = gpu::AttentionBatch::Create(tokens);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    ASSERT_TRUE(batch.value().Upload(lengths, nullptr).ok());
+    DeviceHalves out(static_cast<std::size_t>(tokens * kWidth) + kGuard);
+    out.Poison();
+    ASSERT_EQ(gpu::LaunchAttention(input.data(), out.data(), batch.value().device(), tokens,
+                                   tokens, kHeads, kHeadDim, ElemType::kBf16, false, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<std::uint16_t> got = out.Download();
+    std::vector<float> values(reference.size());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = FromBits(got[i], ElemType::kBf16);
+    EXPECT_LE(testing::RelativeError(values, reference), kTolBf16) << tokens << " tokens";
+    if (tokens == 1) {
+      // One key: softmax weight 1, so each head's output is its V slice, bit for bit.
+      for (std::int64_t i = 0; i < kWidth; ++i) {
+        EXPECT_EQ(values[i], qkv[2 * kWidth + i]) << "element " << i;
+      }
+    }
+    for (std::size_t i = reference.size(); i < got.size(); ++i) {
+      ASSERT_EQ(got[i], kPoison) << "wrote past the output, at element " << i;
+    }
+  }
+}
+
 TEST(AttentionLaunch, RefusesWhatItCannotRun) {
   SKIP_WITHOUT_GPU();
   // A bucket past the work buffer's capacity; a head wider than the kernels hold.
