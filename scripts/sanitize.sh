@@ -7,10 +7,11 @@
 # gcc, like the normal build: the torch wheel, gRPC and protobuf are gcc builds and stay
 # uninstrumented (ASan still checks every access ltserve's code makes; TSan cannot see their
 # synchronisation, which scripts/sanitizers/tsan.supp would answer, each entry with its reason).
-# Without the GPU executor (CUDA code is not instrumented), and for TSan without the
-# suites whose code runs on one thread (below). Extra arguments go to ctest, e.g.
-# -R test_scheduler; SANITIZE_TARGETS="test_scheduler test_call_auth" builds only those targets
-# (then pass a matching -R). Prints the build and test seconds; exits with ctest's status.
+# Without the GPU executor (CUDA code is not instrumented) or the programs (no test runs them),
+# and for TSan without the suites whose code runs on one thread (below). Extra arguments go to
+# ctest, e.g. -R test_scheduler; SANITIZE_TARGETS="test_scheduler test_call_auth" builds only
+# those targets (then pass a matching -R). Prints the build and test seconds; exits with
+# ctest's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-}
@@ -28,7 +29,7 @@ start=$(date +%s)
 single_threaded=ON
 [[ $kind == tsan && ${SANITIZE_SINGLE_THREADED:-0} != 1 ]] && single_threaded=OFF
 cmake -S . -B "$BUILD_DIR" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DLTSERVE_SANITIZE="$kind" -DLTSERVE_CUDA=OFF -DLTSERVE_BUILD_BENCH=OFF \
+  -DLTSERVE_SANITIZE="$kind" -DLTSERVE_CUDA=OFF -DLTSERVE_BUILD_BENCH=OFF -DLTSERVE_BUILD_PROGRAMS=OFF \
   -DLTSERVE_SINGLE_THREADED_TESTS="$single_threaded" >/dev/null
 targets=()
 for target in ${SANITIZE_TARGETS:-}; do targets+=(--target "$target"); done
