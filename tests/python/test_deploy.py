@@ -236,7 +236,12 @@ def test_dockerfile_builds_with_the_project_scripts(dockerfile):
     setup = re.search(r"^RUN --mount=type=secret,id=pip-ca scripts/setup.sh --release$", text, re.M)
     assert setup
     assert "pip-ca" not in text.split("AS runtime", 1)[1]
-    assert re.search(r"^RUN scripts/release-build.sh /opt/ltserve", text, re.M)
+    # The project's build script, through a compiler cache mounted across builds (shared by both
+    # images), so that a change under server/ recompiles only what it touched.
+    build = re.search(r"^RUN --mount=type=cache,target=(\S+),id=ltserve-ccache \\\n\s+CCACHE_DIR=\1 "
+                      r"scripts/release-build.sh /opt/ltserve ", text, re.M)
+    assert build
+    assert "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache" in text
     # Docker fetches the frontend that a syntax directive names from a registry.
     assert not re.search(r"^#\s*syntax\s*=", text, re.M | re.I)
     copied = copied_paths(text)
