@@ -79,6 +79,13 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->chain_scratch_.data(), 0, bytes, state->stream()));
     }
   }
+  if (major >= 9 && storage != ElemType::kFp32) {
+    // 64 bytes: not worth tying to whether a tuned kernel will count on them.
+    const std::size_t bytes = kNormGemmMaxRowTiles * sizeof(int);
+    LTSERVE_ASSIGN_OR_RETURN(state->norm_counters_,
+                             DeviceBuffer::Create(bytes, "GEMM + LayerNorm row-tile counters"));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->norm_counters_.data(), 0, bytes, state->stream()));
+  }
   LTSERVE_RETURN_IF_ERROR(state->CreateGemms());
   for (std::size_t b = 0; b < model->buckets().size(); ++b) {
     if (model->HalfBucket(b) != kNoHalf) {
@@ -253,7 +260,8 @@ Status DeviceState::RunNormGemm(const NormGemmConfig& config, std::size_t step_i
       residual == plan::kNoValue ? nullptr : Value(residual),
       static_cast<const float*>(model_->Weight(norm->gamma_offset)),
       static_cast<const float*>(model_->Weight(norm->beta_offset)), norm->eps, Value(norm->output),
-      rows, gemm->n, gemm->k, StorageType(model_->options().precision), programmatic_, stream()));
+      rows, gemm->n, gemm->k, StorageType(model_->options().precision),
+      reinterpret_cast<int*>(norm_counters_.data()), programmatic_, stream()));
   return Status::Ok();
 }
 

@@ -199,6 +199,9 @@ class DeviceState {
   int sm_major_ = 0;     // the device's compute capability
   int sm_count_ = 0;     // the device's multiprocessors: the layer-chain kernel's grid
   DeviceBuffer chain_scratch_;  // the layer-chain kernel's counters and partial sums; zeroed
+  // The split-K GEMM + LayerNorm schedule's row-tile counters (norm_gemm.h): zeroed, and zero
+  // again after each launch; its launches are on stream_ only, so never overlap.
+  DeviceBuffer norm_counters_;
   DeviceBuffer flush_;   // Tune's state only: overwritten to empty the L2 between timed runs
   std::string own_kernel_failure_;  // Tune's state only: why an own kernel first failed to run
   // Tune's state only: what the wide cuBLASLt search (gemm_search wide) did, for the load log.

@@ -65,6 +65,7 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
   int small_batch = 0;
   int skinny = 0;
   int norm = 0;
+  int norm_split = 0;  // of them, the split-K schedule with the LayerNorm tail
   DistinctRows norm_rows;
   std::vector<std::pair<std::string, DistinctRows>> skinny_rows;  // by shape, in first use
   for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
@@ -76,6 +77,7 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
       small_batch += kind == GemmKernel::Kind::kSmallBatch ? 1 : 0;
       if (kind == GemmKernel::Kind::kNormGemm) {
         ++norm;
+        norm_split += tuning.kernels[s][b].norm.split_k.has_value() ? 1 : 0;
         norm_rows.Add(model.StepRows(s, b));
       }
       if (kind != GemmKernel::Kind::kSkinny) continue;
@@ -100,7 +102,8 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
   }
   if (norm > 0) {
     notes.push_back("GEMM + LayerNorm kernel for " + std::to_string(norm) + " GEMM buckets (" +
-                    norm_rows.Text() + ")");
+                    norm_rows.Text() + "; " + std::to_string(norm_split) +
+                    " of them split-K with a LayerNorm tail)");
   }
   int streaming = 0;
   DistinctRows streaming_rows;
@@ -395,6 +398,8 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
           })) {
         continue;
       }
+      // "with-split-k": the candidates include the split-K schedule, so an answer cached before
+      // it was one is timed again rather than taken.
       std::string alone_text = tuning.kernels[s][b].ToText();
       std::replace(alone_text.begin(), alone_text.end(), ' ', '_');  // a key is one word in the file
       const std::string key = "norm," + std::string(PrecisionName(options.precision)) +
@@ -402,7 +407,8 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
                               "->" + std::to_string(gemm.n) +
                               (gemm.bias_offset != kNoOffset ? ",bias" : "") +
                               (gemm.residual != plan::kNoValue ? ",residual" : "") +
-                              (norm.residual != plan::kNoValue ? ",norm-residual" : "") + ",then=" +
+                              (norm.residual != plan::kNoValue ? ",norm-residual" : "") +
+                              ",with-split-k,then=" +
                               alone_text + (always ? ",always" : ",auto");
       if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
         ++*from_cache;

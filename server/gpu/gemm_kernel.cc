@@ -3,18 +3,37 @@
 #include <sstream>
 
 namespace ltserve::gpu {
+namespace {
+
+std::string SkinnyNumbers(const SkinnyGemmConfig& c) {
+  return std::to_string(c.m_tile) + " " + std::to_string(c.row_tiles) + " " +
+         std::to_string(c.unroll) + " " + std::to_string(c.cluster);
+}
+
+// The four numbers of SkinnyNumbers, each 1 to 255; nullopt otherwise.
+std::optional<SkinnyGemmConfig> ReadSkinnyNumbers(std::istream& in) {
+  int values[4] = {};
+  for (int& v : values) in >> v;
+  if (!in) return std::nullopt;
+  for (int v : values) {
+    if (v < 1 || v > 255) return std::nullopt;
+  }
+  return SkinnyGemmConfig{static_cast<std::uint8_t>(values[0]), static_cast<std::uint8_t>(values[1]),
+                          static_cast<std::uint8_t>(values[2]), static_cast<std::uint8_t>(values[3])};
+}
+
+}  // namespace
 
 std::string GemmKernel::ToText() const {
   switch (kind) {
     case Kind::kCublasLt: return "cublaslt";
     case Kind::kSmallBatch: return "small-batch";
-    case Kind::kSkinny:
-      return "skinny " + std::to_string(skinny.m_tile) + " " + std::to_string(skinny.row_tiles) +
-             " " + std::to_string(skinny.unroll) + " " + std::to_string(skinny.cluster);
+    case Kind::kSkinny: return "skinny " + SkinnyNumbers(skinny);
     case Kind::kChain:
       return "chain " + std::to_string(chain.units_per_warp) + " " + (chain.prefetch ? "1" : "0") +
              " " + std::to_string(chain.blocks_per_sm);
     case Kind::kNormGemm:
+      if (norm.split_k.has_value()) return "norm-split " + SkinnyNumbers(*norm.split_k);
       return "norm " + std::to_string(norm.m_tile) + " " + std::to_string(norm.col_tiles) + " " +
              std::to_string(norm.stages);
   }
@@ -28,18 +47,16 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
   GemmKernel kernel;
   if (word == "cublaslt" || word == "small-batch") {
     kernel.kind = word == "cublaslt" ? Kind::kCublasLt : Kind::kSmallBatch;
-  } else if (word == "skinny") {
-    int values[4] = {};
-    for (int& v : values) in >> v;
-    if (!in) return std::nullopt;
-    for (int v : values) {
-      if (v < 1 || v > 255) return std::nullopt;
+  } else if (word == "skinny" || word == "norm-split") {
+    const std::optional<SkinnyGemmConfig> config = ReadSkinnyNumbers(in);
+    if (!config.has_value()) return std::nullopt;
+    if (word == "skinny") {
+      kernel.kind = Kind::kSkinny;
+      kernel.skinny = *config;
+    } else {
+      kernel.kind = Kind::kNormGemm;
+      kernel.norm = NormGemmConfig::SplitK(*config);
     }
-    kernel.kind = Kind::kSkinny;
-    kernel.skinny = SkinnyGemmConfig{static_cast<std::uint8_t>(values[0]),
-                                     static_cast<std::uint8_t>(values[1]),
-                                     static_cast<std::uint8_t>(values[2]),
-                                     static_cast<std::uint8_t>(values[3])};
   } else if (word == "chain") {
     int units = 0;
     int prefetch = -1;

@@ -297,26 +297,15 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) v[i] += Load(residual, base + min(lane + 32 * i, width - 1));
   }
-  float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     if (lane + 32 * i >= width) v[i] = 0.f;
-    sum += v[i];
   }
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  const float mean = sum / static_cast<float>(width);
-  float sq = 0.f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const float d = lane + 32 * i < width ? v[i] - mean : 0.f;
-    sq += d * d;
-  }
-  for (int offset = 16; offset > 0; offset /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
-  const float inv_std = rsqrtf(sq / static_cast<float>(width) + eps);
+  const float2 stats = WarpRowStatistics(v, width, lane, eps);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int c = min(lane + 32 * i, width - 1);
-    float y = (v[i] - mean) * inv_std;
+    float y = (v[i] - stats.x) * stats.y;
     if (gamma != nullptr) y *= gamma[c];
     if (beta != nullptr) y += beta[c];
     if (lane + 32 * i < width) Store(out, base + c, y);

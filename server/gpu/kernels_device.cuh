@@ -80,6 +80,28 @@ __device__ __forceinline__ float Activate(plan::Activation act, float x) {
   return x;
 }
 
+// The LayerNorm statistics of one row that a warp holds, kPerLane values a lane (element
+// lane + 32·i, zero past `width`): the mean, then the mean squared deviation from it, in fp32,
+// as {mean, 1 / sqrt(variance + eps)}. One shuffle tree for every caller (the warp LayerNorm
+// kernel, the split-K GEMM's LayerNorm tail), so they agree bit for bit on the same values.
+template <int kPerLane>
+__device__ __forceinline__ float2 WarpRowStatistics(const float (&v)[kPerLane], int width,
+                                                    int lane, float eps) {
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) sum += v[i];
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  const float mean = sum / static_cast<float>(width);
+  float sq = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const float d = lane + 32 * i < width ? v[i] - mean : 0.f;
+    sq += d * d;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+  return make_float2(mean, rsqrtf(sq / static_cast<float>(width) + eps));
+}
+
 // The sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), returned to every
 // thread; `scratch` is 32 floats of shared memory, reusable right after the call.
 __device__ __forceinline__ float BlockSum(float v, float* scratch) {

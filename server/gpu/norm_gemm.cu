@@ -348,12 +348,14 @@ cudaError_t Dispatch(const NormGemmConfig& c, int cluster, const void* x, const 
 }  // namespace
 
 std::string NormGemmConfig::Describe(std::int64_t out_features) const {
+  if (split_k.has_value()) return "split-K GEMM with a LayerNorm tail, " + split_k->Describe();
   return "GEMM + LayerNorm, " + std::to_string(NormGemmClusterSize(*this, out_features)) +
          " blocks x " + std::to_string(16 * col_tiles) + " outputs, " + std::to_string(m_tile) +
          "-row tiles, " + std::to_string(stages) + " stages of 128 K";
 }
 
 int NormGemmClusterSize(const NormGemmConfig& config, std::int64_t out_features) {
+  if (config.split_k.has_value()) return config.split_k->cluster;
   if (config.col_tiles < 1 || out_features < 1) return 0;
   const std::int64_t cols = 16 * static_cast<std::int64_t>(config.col_tiles);
   const std::int64_t blocks = (out_features + cols - 1) / cols;
@@ -389,6 +391,11 @@ std::vector<NormGemmConfig> NormGemmCandidates(std::int64_t rows, std::int64_t o
       }
     }
   }
+  if (rows <= kSkinnyGemmMaxRows && out_features <= kSkinnyLayerNormMaxWidth) {
+    for (const SkinnyGemmConfig& split : SkinnyGemmCandidates(rows, out_features, in_features)) {
+      candidates.push_back(NormGemmConfig::SplitK(split));
+    }
+  }
   return candidates;
 }
 
@@ -396,7 +403,13 @@ cudaError_t LaunchNormGemm(const NormGemmConfig& config, const void* x, const vo
                            const void* bias, const void* residual, const float* gamma,
                            const float* beta, float eps, void* y, std::int64_t rows,
                            std::int64_t out_features, std::int64_t in_features, ElemType type,
-                           bool programmatic, cudaStream_t stream) {
+                           int* row_tile_counters, bool programmatic, cudaStream_t stream) {
+  if (config.split_k.has_value()) {
+    if (!NormGemmSupports(9, type, rows, out_features, in_features)) return cudaErrorInvalidValue;
+    return LaunchSkinnyGemmLayerNorm(*config.split_k, x, w, bias, residual, gamma, beta, eps, y,
+                                     rows, out_features, in_features, type, row_tile_counters,
+                                     kNormGemmMaxRowTiles, programmatic, stream);
+  }
   const int cluster = NormGemmClusterSize(config, out_features);
   if (!NormGemmSupports(9, type, rows, out_features, in_features) || cluster < 1 ||
       (config.m_tile != 8 && config.m_tile != 16)) {

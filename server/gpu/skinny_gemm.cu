@@ -16,6 +16,13 @@
 // each leaves its fp32 partial sums in its shared memory, and after a cluster barrier every
 // thread of the cluster sums the partials of some outputs from all blocks (in rank order, so
 // results are bit-reproducible) and applies bias, residual and activation.
+//
+// With the LayerNorm tail, a row is finished only when every cluster along the outputs (grid x)
+// has stored its part, and no grid-wide barrier exists inside a launch. So each cluster, after
+// its stores, makes them visible device-wide and counts itself on its row tile's counter; the
+// cluster that brings the count to gridDim.x is the last and the only one that sees the whole
+// rows: it reads them back from L2 and normalises them in place, one warp a row. The others
+// leave at once, and nothing waits on anything, so no schedule of clusters can deadlock.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -62,13 +69,84 @@ __device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
 }
 #endif
 
+// What the kernel does after the GEMM: bias, residual (the types of x) and activation before
+// the store and, with row_tile_counters, the LayerNorm tail.
+struct Epilogue {
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  plan::Activation act = plan::Activation::kNone;
+  const float* gamma = nullptr;  // the LayerNorm's; null: 1
+  const float* beta = nullptr;   // null: 0
+  float eps = 0.f;
+  int* row_tile_counters = nullptr;  // null: no LayerNorm
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// From L2, never a stale L1 line: other clusters wrote these rows during this launch.
+__device__ __forceinline__ float LoadFromL2(const __half* p, std::int64_t i) {
+  return __half2float(__ldcg(p + i));
+}
+__device__ __forceinline__ float LoadFromL2(const __nv_bfloat16* p, std::int64_t i) {
+  return __bfloat162float(__ldcg(p + i));
+}
+
+// The LayerNorm tail, called by every thread of a cluster once its stores are issued: the
+// last cluster of the row tile normalises rows [m0, m0 + m_tile) of y in place, one warp a
+// row, with the warp LayerNorm kernel's statistics (WarpRowStatistics); the others return.
+template <typename T>
+__device__ void NormaliseRowTileIfLast(const Epilogue& e, T* y, int m0, int m_tile, int rows,
+                                       int n_total) {
+  __shared__ int last;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int splits = static_cast<int>(cluster.num_blocks());
+  __threadfence();  // this thread's stores are visible device-wide before the count below
+  cluster.sync();   // every thread of the cluster has stored and fenced
+  if (rank == 0 && threadIdx.x == 0) {
+    int* counter = e.row_tile_counters + blockIdx.z;
+    const bool is_last = atomicAdd(counter, 1) == static_cast<int>(gridDim.x) - 1;
+    if (is_last) {
+      *counter = 0;      // every cluster of the tile has counted: ready for the next launch
+      __threadfence();   // the other clusters' stores, seen through the count, before the reads
+    }
+    for (int s = 0; s < splits; ++s) *cluster.map_shared_rank(&last, s) = is_last ? 1 : 0;
+  }
+  cluster.sync();  // `last` is written in every block, and no block reads another's after this
+  if (last == 0) return;
+
+  constexpr int kPerLane = static_cast<int>(kSkinnyLayerNormMaxWidth / 32);
+  const int lane = threadIdx.x % 32;
+  const int warps = splits * kWarps;
+  for (int r = rank * kWarps + threadIdx.x / 32; r < m_tile && m0 + r < rows; r += warps) {
+    const std::int64_t base = static_cast<std::int64_t>(m0 + r) * n_total;
+    float v[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int c = lane + 32 * i;
+      v[i] = c < n_total ? LoadFromL2(y, base + c) : 0.f;
+    }
+    const float2 stats = WarpRowStatistics(v, n_total, lane, e.eps);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int c = lane + 32 * i;
+      if (c >= n_total) break;
+      float out = (v[i] - stats.x) * stats.y;
+      if (e.gamma != nullptr) out *= e.gamma[c];
+      if (e.beta != nullptr) out += e.beta[c];
+      Store(y, base + c, out);
+    }
+  }
+}
+#endif
+
 template <typename T, int kMTile, int kRowTiles, int kUnroll>
 __global__ void __launch_bounds__(kThreads)
-    SkinnyGemmKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                     const T* residual, T* __restrict__ y, int rows, int n_total, int k_total,
-                     plan::Activation act) {
+    SkinnyGemmKernel(const T* __restrict__ x, const T* __restrict__ w, T* y, int rows,
+                     int n_total, int k_total, Epilogue epilogue) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using S = Shape<kMTile, kRowTiles, kUnroll>;
+  const auto* bias = static_cast<const T*>(epilogue.bias);
+  const auto* residual = static_cast<const T*>(epilogue.residual);
   constexpr int kNTiles = kMTile / 8;  // mma n tiles of X rows
   __shared__ __align__(16) unsigned char smem[S::kSmemBytes];
   auto* staged = reinterpret_cast<std::uint16_t*>(smem);  // [2][kMTile][kStride]
@@ -205,17 +283,21 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t out = static_cast<std::int64_t>(m) * n_total + n;
     if (bias != nullptr) v += Load(bias, n);
     if (residual != nullptr) v += Load(residual, out);
-    Store(y, out, Activate(act, v));
+    Store(y, out, Activate(epilogue.act, v));
   }
-  cluster.sync();  // no block leaves while another may still read its shared memory
+  if (epilogue.row_tile_counters != nullptr) {
+    // Its first cluster barrier also keeps every block here until the partials are read.
+    NormaliseRowTileIfLast(epilogue, y, m0, kMTile, rows, n_total);
+  } else {
+    cluster.sync();  // no block leaves while another may still read its shared memory
+  }
 #endif
 }
 
 template <typename T, int kMTile, int kRowTiles, int kUnroll>
-cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* bias,
-                        const void* residual, void* y, std::int64_t rows, std::int64_t n,
-                        std::int64_t k, plan::Activation act, bool programmatic,
-                        cudaStream_t stream) {
+cudaError_t LaunchShape(int cluster, const void* x, const void* w, void* y, std::int64_t rows,
+                        std::int64_t n, std::int64_t k, const Epilogue& epilogue,
+                        bool programmatic, cudaStream_t stream) {
   using S = Shape<kMTile, kRowTiles, kUnroll>;
   // The cluster's blocks split K along y; x covers the outputs, z the rows.
   const dim3 grid(static_cast<unsigned>((n + S::kBlockRows - 1) / S::kBlockRows),
@@ -223,27 +305,25 @@ cudaError_t LaunchShape(int cluster, const void* x, const void* w, const void* b
                   static_cast<unsigned>((rows + kMTile - 1) / kMTile));
   return LaunchInClusters<SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll>>(
       dim3(1, static_cast<unsigned>(cluster)), grid, dim3(kThreads), 0, programmatic, stream,
-      static_cast<const T*>(x),
-      static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(residual),
-      static_cast<T*>(y), static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), act);
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y),
+      static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), epilogue);
 }
 
 template <typename T, int kMTile>
-cudaError_t DispatchTiles(const SkinnyGemmConfig& c, const void* x, const void* w,
-                          const void* bias, const void* residual, void* y, std::int64_t rows,
-                          std::int64_t n, std::int64_t k, plan::Activation act,
-                          bool programmatic, cudaStream_t stream) {
+cudaError_t DispatchTiles(const SkinnyGemmConfig& c, const void* x, const void* w, void* y,
+                          std::int64_t rows, std::int64_t n, std::int64_t k,
+                          const Epilogue& epilogue, bool programmatic, cudaStream_t stream) {
   if (c.row_tiles == 1 && c.unroll == 4) {
-    return LaunchShape<T, kMTile, 1, 4>(c.cluster, x, w, bias, residual, y, rows, n, k, act,
-                                        programmatic, stream);
+    return LaunchShape<T, kMTile, 1, 4>(c.cluster, x, w, y, rows, n, k, epilogue, programmatic,
+                                        stream);
   }
   if (c.row_tiles == 2 && c.unroll == 4) {
-    return LaunchShape<T, kMTile, 2, 4>(c.cluster, x, w, bias, residual, y, rows, n, k, act,
-                                        programmatic, stream);
+    return LaunchShape<T, kMTile, 2, 4>(c.cluster, x, w, y, rows, n, k, epilogue, programmatic,
+                                        stream);
   }
   if constexpr (kMTile <= 32) {
     if (c.row_tiles == 1 && c.unroll == 8) {
-      return LaunchShape<T, kMTile, 1, 8>(c.cluster, x, w, bias, residual, y, rows, n, k, act,
+      return LaunchShape<T, kMTile, 1, 8>(c.cluster, x, w, y, rows, n, k, epilogue,
                                           programmatic, stream);
     }
   }
@@ -251,17 +331,35 @@ cudaError_t DispatchTiles(const SkinnyGemmConfig& c, const void* x, const void* 
 }
 
 template <typename T>
-cudaError_t Dispatch(const SkinnyGemmConfig& c, const void* x, const void* w, const void* bias,
-                     const void* residual, void* y, std::int64_t rows, std::int64_t n,
-                     std::int64_t k, plan::Activation act, bool programmatic,
-                     cudaStream_t stream) {
+cudaError_t Dispatch(const SkinnyGemmConfig& c, const void* x, const void* w, void* y,
+                     std::int64_t rows, std::int64_t n, std::int64_t k, const Epilogue& epilogue,
+                     bool programmatic, cudaStream_t stream) {
   switch (c.m_tile) {
-    case 8: return DispatchTiles<T, 8>(c, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
-    case 16: return DispatchTiles<T, 16>(c, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
-    case 32: return DispatchTiles<T, 32>(c, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
-    case 64: return DispatchTiles<T, 64>(c, x, w, bias, residual, y, rows, n, k, act, programmatic, stream);
+    case 8: return DispatchTiles<T, 8>(c, x, w, y, rows, n, k, epilogue, programmatic, stream);
+    case 16: return DispatchTiles<T, 16>(c, x, w, y, rows, n, k, epilogue, programmatic, stream);
+    case 32: return DispatchTiles<T, 32>(c, x, w, y, rows, n, k, epilogue, programmatic, stream);
+    case 64: return DispatchTiles<T, 64>(c, x, w, y, rows, n, k, epilogue, programmatic, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+// What both launches refuse: a shape the kernel does not take or a configuration it was not
+// compiled for (Dispatch refuses the rest).
+bool Launchable(const SkinnyGemmConfig& config, ElemType type, std::int64_t rows,
+                std::int64_t out_features, std::int64_t in_features) {
+  return SkinnyGemmSupports(9, type, rows, in_features) && out_features >= 1 &&
+         out_features <= (std::int64_t{1} << 30) && config.m_tile >= 1 && config.cluster >= 1 &&
+         config.cluster <= kMaxCluster && (config.cluster & (config.cluster - 1)) == 0 &&
+         (rows + config.m_tile - 1) / config.m_tile <= 65535;
+}
+
+cudaError_t Launch(const SkinnyGemmConfig& config, const void* x, const void* w, void* y,
+                   std::int64_t rows, std::int64_t n, std::int64_t k, ElemType type,
+                   const Epilogue& epilogue, bool programmatic, cudaStream_t stream) {
+  if (type == ElemType::kBf16) {
+    return Dispatch<__nv_bfloat16>(config, x, w, y, rows, n, k, epilogue, programmatic, stream);
+  }
+  return Dispatch<__half>(config, x, w, y, rows, n, k, epilogue, programmatic, stream);
 }
 
 std::int64_t MTileFor(std::int64_t rows) {
@@ -307,18 +405,40 @@ cudaError_t LaunchSkinnyGemm(const SkinnyGemmConfig& config, const void* x, cons
                              std::int64_t out_features, std::int64_t in_features,
                              plan::Activation act, ElemType type, bool programmatic,
                              cudaStream_t stream) {
-  if (!SkinnyGemmSupports(9, type, rows, in_features) || out_features < 1 ||
-      out_features > (std::int64_t{1} << 30) || config.cluster < 1 ||
-      config.cluster > kMaxCluster || (config.cluster & (config.cluster - 1)) != 0 ||
-      (rows + config.m_tile - 1) / config.m_tile > 65535) {
+  if (!Launchable(config, type, rows, out_features, in_features)) return cudaErrorInvalidValue;
+  Epilogue epilogue;
+  epilogue.bias = bias;
+  epilogue.residual = residual;
+  epilogue.act = act;
+  return Launch(config, x, w, y, rows, out_features, in_features, type, epilogue, programmatic,
+                stream);
+}
+
+std::int64_t SkinnyGemmRowTiles(const SkinnyGemmConfig& config, std::int64_t rows) {
+  return config.m_tile < 1 || rows < 1 ? 0 : (rows + config.m_tile - 1) / config.m_tile;
+}
+
+cudaError_t LaunchSkinnyGemmLayerNorm(const SkinnyGemmConfig& config, const void* x,
+                                      const void* w, const void* bias, const void* residual,
+                                      const float* gamma, const float* beta, float eps, void* y,
+                                      std::int64_t rows, std::int64_t out_features,
+                                      std::int64_t in_features, ElemType type,
+                                      int* row_tile_counters, std::int64_t counter_count,
+                                      bool programmatic, cudaStream_t stream) {
+  if (!Launchable(config, type, rows, out_features, in_features) ||
+      out_features > kSkinnyLayerNormMaxWidth || row_tile_counters == nullptr ||
+      SkinnyGemmRowTiles(config, rows) > counter_count) {
     return cudaErrorInvalidValue;
   }
-  if (type == ElemType::kBf16) {
-    return Dispatch<__nv_bfloat16>(config, x, w, bias, residual, y, rows, out_features,
-                                   in_features, act, programmatic, stream);
-  }
-  return Dispatch<__half>(config, x, w, bias, residual, y, rows, out_features, in_features, act,
-                          programmatic, stream);
+  Epilogue epilogue;
+  epilogue.bias = bias;
+  epilogue.residual = residual;
+  epilogue.gamma = gamma;
+  epilogue.beta = beta;
+  epilogue.eps = eps;
+  epilogue.row_tile_counters = row_tile_counters;
+  return Launch(config, x, w, y, rows, out_features, in_features, type, epilogue, programmatic,
+                stream);
 }
 
 }  // namespace ltserve::gpu

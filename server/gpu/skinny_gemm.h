@@ -64,4 +64,32 @@ cudaError_t LaunchSkinnyGemm(const SkinnyGemmConfig& config, const void* x, cons
                              plan::Activation act, ElemType type, bool programmatic,
                              cudaStream_t stream);
 
+// The LayerNorm tail (LaunchSkinnyGemmLayerNorm): rows up to this wide are normalised by one
+// warp each, the row held in registers.
+constexpr std::int64_t kSkinnyLayerNormMaxWidth = 1024;
+
+// Clusters that share rows of X (a "row tile": `m_tile` rows of Y across every output) count
+// their finished stores on one counter each; this many counters a launch needs.
+std::int64_t SkinnyGemmRowTiles(const SkinnyGemmConfig& config, std::int64_t rows);
+
+// Enqueues y = LayerNorm(x·wᵀ + bias + residual)·gamma + beta over each row, in one launch: the
+// GEMM as LaunchSkinnyGemm computes it (the pre-norm sum stored in y, rounded to 16 bits, as
+// the LayerNorm kernel would read it from memory), then the last cluster to finish a row tile,
+// known by counting on `row_tile_counters[tile]`, reads those rows back and normalises them in
+// place with the executor's LayerNorm statistics (fp32 mean, then mean squared deviation).
+// That replaces the LayerNorm launch, and the split-K GEMM keeps every SM streaming weights,
+// which the GEMM + LayerNorm cluster kernel (norm_gemm.h) cannot at one 16-block cluster a
+// row tile. `row_tile_counters`: `counter_count` ints, zero before the launch and zero again
+// after it; launches that share them must not overlap. `gamma`, `beta` (fp32) may be null.
+// Returns cudaErrorInvalidValue for a shape, configuration or counter buffer it does not take
+// (out_features over kSkinnyLayerNormMaxWidth, more row tiles than counters), else the
+// launch's error.
+cudaError_t LaunchSkinnyGemmLayerNorm(const SkinnyGemmConfig& config, const void* x,
+                                      const void* w, const void* bias, const void* residual,
+                                      const float* gamma, const float* beta, float eps, void* y,
+                                      std::int64_t rows, std::int64_t out_features,
+                                      std::int64_t in_features, ElemType type,
+                                      int* row_tile_counters, std::int64_t counter_count,
+                                      bool programmatic, cudaStream_t stream);
+
 }  // namespace ltserve::gpu

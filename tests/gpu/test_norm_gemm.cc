@@ -1,9 +1,10 @@
 // The GEMM + LayerNorm kernel (server/gpu/norm_gemm.h) launched directly: every compiled
 // shape whose cluster covers the row, against a double-precision reference of
 // LayerNorm(x·wᵀ + bias + residual)·gamma + beta, at odd sizes (rows off the tiles, outputs off
-// the blocks, K off the step), into poisoned outputs with a guard band; bit-equal reruns; what
-// the launcher refuses. The candidate and refusal tests need no GPU; the others skip where no
-// Hopper GPU is usable.
+// the blocks, K off the step), into poisoned outputs with a guard band; the split-K schedule
+// against a double LayerNorm of the pre-norm sum its GEMM stores, its counters left zero;
+// bit-equal reruns; what the launcher refuses. The candidate and refusal tests need no GPU;
+// the others skip where no Hopper GPU is usable.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 
 #include "gpu/gpu_model.h"
 #include "gpu/norm_gemm.h"
+#include "gpu/skinny_gemm.h"
 #include "linear_case.h"
 #include "sixteen_bit.h"
 #include "test_support.h"
@@ -24,6 +26,7 @@ namespace {
 
 using gpu::ElemType;
 using gpu::NormGemmConfig;
+using gpu::SkinnyGemmConfig;
 using plan::Activation;
 using testing::FromBits;
 using testing::Random;
@@ -114,12 +117,39 @@ struct Case {
   }
 };
 
+// The double LayerNorm, over rows of `width`, of 16-bit values `pre` (a GEMM's stored
+// pre-norm sums), with the affine of Case `c`.
+std::vector<double> LayerNormOf(const std::vector<std::uint16_t>& pre, const Case& c) {
+  std::vector<double> out(static_cast<std::size_t>(c.p.rows * c.p.n));
+  for (std::int64_t m = 0; m < c.p.rows; ++m) {
+    double sum = 0;
+    for (std::int64_t n = 0; n < c.p.n; ++n) sum += FromBits(pre[m * c.p.n + n], c.type);
+    const double mean = sum / static_cast<double>(c.p.n);
+    double squares = 0;
+    for (std::int64_t n = 0; n < c.p.n; ++n) {
+      const double d = FromBits(pre[m * c.p.n + n], c.type) - mean;
+      squares += d * d;
+    }
+    const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(c.p.n) + c.p.eps);
+    for (std::int64_t n = 0; n < c.p.n; ++n) {
+      double v = (FromBits(pre[m * c.p.n + n], c.type) - mean) * rstd;
+      if (c.p.affine) v = v * c.gamma[n] + c.beta[n];
+      out[m * c.p.n + n] = v;
+    }
+  }
+  return out;
+}
+
 // The device side of a Case: the Linear's inputs and the guarded output as for the other
-// few-row kernels, and gamma and beta (fp32).
+// few-row kernels, gamma and beta (fp32), and the split-K schedule's row-tile counters.
 struct DeviceCase : testing::DeviceLinearCase {
   float* gamma = nullptr;
   float* beta = nullptr;
+  int* counters = nullptr;
   explicit DeviceCase(const Case& c) : DeviceLinearCase(c) {
+    const std::size_t counter_bytes = gpu::kNormGemmMaxRowTiles * sizeof(int);
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&counters), counter_bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemset(counters, 0, counter_bytes), cudaSuccess);
     if (c.p.affine) {
       const std::size_t bytes = c.gamma.size() * sizeof(float);
       EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&gamma), bytes), cudaSuccess);
@@ -129,22 +159,45 @@ struct DeviceCase : testing::DeviceLinearCase {
     }
   }
   ~DeviceCase() {
+    cudaFree(counters);
     cudaFree(gamma);
     cudaFree(beta);
   }
   DeviceCase(const DeviceCase&) = delete;
   DeviceCase& operator=(const DeviceCase&) = delete;
 
-  // Poisons the output, runs `config` and returns the output with its guard band.
+  // Poisons the output, runs `config` and returns the output with its guard band; expects
+  // the counters zero again after it.
   std::vector<std::uint16_t> Run(const Case& c, const NormGemmConfig& config, bool programmatic) {
     y.Poison();
     EXPECT_EQ(gpu::LaunchNormGemm(config, x.data(), w.data(), c.p.bias ? bias.data() : nullptr,
                                   c.p.residual ? residual.data() : nullptr, gamma, beta, c.p.eps,
-                                  y.data(), c.p.rows, c.p.n, c.p.k, c.type, programmatic, nullptr),
+                                  y.data(), c.p.rows, c.p.n, c.p.k, c.type, counters,
+                                  programmatic, nullptr),
               cudaSuccess)
         << config.Describe(c.p.n);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << config.Describe(c.p.n);
+    ExpectCountersZero(config.Describe(c.p.n));
     return y.Download();
+  }
+  // Poisons the output and runs the plain split-K GEMM of `config` (the pre-norm sum alone).
+  std::vector<std::uint16_t> RunGemmAlone(const Case& c, const SkinnyGemmConfig& config) {
+    y.Poison();
+    EXPECT_EQ(gpu::LaunchSkinnyGemm(config, x.data(), w.data(), c.p.bias ? bias.data() : nullptr,
+                                    c.p.residual ? residual.data() : nullptr, y.data(), c.p.rows,
+                                    c.p.n, c.p.k, Activation::kNone, c.type, false, nullptr),
+              cudaSuccess)
+        << config.Describe();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << config.Describe();
+    return y.Download();
+  }
+  void ExpectCountersZero(const std::string& what) const {
+    std::vector<int> host(gpu::kNormGemmMaxRowTiles, -1);
+    EXPECT_EQ(cudaMemcpy(host.data(), counters, host.size() * sizeof(int), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      EXPECT_EQ(host[i], 0) << what << ": row-tile counter " << i << " left non-zero";
+    }
   }
 };
 
@@ -167,6 +220,30 @@ TEST(NormGemm, EveryShapeMatchesReference) {
   }
 }
 
+// The split-K schedule stores the pre-norm sum as the plain split-K GEMM of the same
+// configuration does (rounded to 16 bits, the same bits: same kernel, same order) and then
+// normalises what it stored; so its reference is the double LayerNorm of the plain GEMM's
+// output, whose own reference the split-K GEMM's tests hold. Every candidate configuration,
+// each problem the schedule takes (up to 128 rows, 1024 outputs), both 16-bit types.
+TEST(NormGemm, SplitKNormalisesWhatItsGemmStores) {
+  SKIP_WITHOUT_HOPPER("the split-K GEMM + LayerNorm schedule");
+  int runs = 0;
+  for (const ElemType type : {ElemType::kBf16, ElemType::kFp16}) {
+    for (const Problem& p : kProblems) {
+      if (p.rows > gpu::kSkinnyGemmMaxRows || p.n > gpu::kSkinnyLayerNormMaxWidth) continue;
+      const Case c(p, type);
+      DeviceCase device(c);
+      for (const SkinnyGemmConfig& config : gpu::SkinnyGemmCandidates(p.rows, p.n, p.k)) {
+        const std::vector<double> reference = LayerNormOf(device.RunGemmAlone(c, config), c);
+        testing::ExpectMatches(device.Run(c, NormGemmConfig::SplitK(config), false), reference,
+                               type, p.n, Name(p, type) + ", " + config.Describe());
+        ++runs;
+      }
+    }
+  }
+  EXPECT_GT(runs, 50) << "the problems should exercise the schedule";
+}
+
 // Warps' partials meet in warp order and the blocks' row sums in rank order: the same launch
 // twice gives the same bits, programmatic or not.
 TEST(NormGemm, RerunsAreBitEqual) {
@@ -181,22 +258,39 @@ TEST(NormGemm, RerunsAreBitEqual) {
   }
 }
 
+// The cluster kernel's configurations among `candidates`, and how many are split-K ones.
+std::vector<NormGemmConfig> ClusterConfigs(const std::vector<NormGemmConfig>& candidates,
+                                           std::size_t* split_count) {
+  std::vector<NormGemmConfig> cluster;
+  *split_count = 0;
+  for (const NormGemmConfig& c : candidates) {
+    if (c.split_k.has_value()) {
+      ++*split_count;
+    } else {
+      cluster.push_back(c);
+    }
+  }
+  return cluster;
+}
+
 TEST(NormGemm, CandidatesCoverTheRowWithAClusterOfAtMostSixteen) {
   // 768 outputs: 48 or 64 a block (16 or 12 blocks); 16- and 8-row tiles at 128 rows.
-  const auto bert = gpu::NormGemmCandidates(128, 768, 3072);
+  std::size_t split = 0;
+  const auto bert = ClusterConfigs(gpu::NormGemmCandidates(128, 768, 3072), &split);
   EXPECT_EQ(bert.size(), 8u);
   for (const NormGemmConfig& c : bert) {
     EXPECT_GE(c.col_tiles, 3) << c.Describe(768);
     EXPECT_LE(gpu::NormGemmClusterSize(c, 768), 16) << c.Describe(768);
   }
-  for (const NormGemmConfig& c : gpu::NormGemmCandidates(8, 768, 768)) {
+  for (const NormGemmConfig& c : ClusterConfigs(gpu::NormGemmCandidates(8, 768, 768), &split)) {
     EXPECT_EQ(c.m_tile, 8) << "8 rows fit one 8-row tile";
   }
   for (const NormGemmConfig& c : gpu::NormGemmCandidates(129, 768, 768)) {
+    EXPECT_FALSE(c.split_k.has_value()) << "the split-K schedule stops at 128 rows";
     EXPECT_EQ(c.m_tile, 16) << "past 128 rows only 16-row tiles";
   }
   // 16 outputs: one block of 16, no wider block that would leave lanes idle.
-  const auto narrow = gpu::NormGemmCandidates(4, 16, 64);
+  const auto narrow = ClusterConfigs(gpu::NormGemmCandidates(4, 16, 64), &split);
   ASSERT_EQ(narrow.size(), 2u);
   EXPECT_EQ(narrow[0].col_tiles, 1);
   EXPECT_TRUE(gpu::NormGemmCandidates(4, 1025, 64).empty());
@@ -205,6 +299,24 @@ TEST(NormGemm, CandidatesCoverTheRowWithAClusterOfAtMostSixteen) {
   EXPECT_EQ(gpu::NormGemmClusterSize({16, 3, 4}, 768), 16);
   EXPECT_EQ(gpu::NormGemmClusterSize({16, 4, 8}, 768), 12);
   EXPECT_EQ(gpu::NormGemmClusterSize({16, 2, 4}, 768), 0);  // 24 blocks: too many
+}
+
+TEST(NormGemm, SplitKCandidatesAreTheSplitKGemmsUpTo128RowsAnd1024Outputs) {
+  std::size_t split = 0;
+  ClusterConfigs(gpu::NormGemmCandidates(128, 768, 3072), &split);
+  EXPECT_EQ(split, gpu::SkinnyGemmCandidates(128, 768, 3072).size());
+  ClusterConfigs(gpu::NormGemmCandidates(1, 1024, 768), &split);
+  EXPECT_EQ(split, gpu::SkinnyGemmCandidates(1, 1024, 768).size());
+  EXPECT_GT(split, 0u);
+  for (const NormGemmConfig& c : gpu::NormGemmCandidates(1, 768, 768)) {
+    if (!c.split_k.has_value()) continue;
+    EXPECT_EQ(c.split_k->m_tile, 8) << c.Describe(768);
+    EXPECT_EQ(gpu::NormGemmClusterSize(c, 768), c.split_k->cluster) << c.Describe(768);
+    EXPECT_LE(gpu::SkinnyGemmRowTiles(*c.split_k, 128), gpu::kNormGemmMaxRowTiles);
+  }
+  EXPECT_EQ(gpu::SkinnyGemmRowTiles({8, 1, 4, 1}, 128), 16);
+  EXPECT_EQ(gpu::SkinnyGemmRowTiles({64, 1, 4, 1}, 65), 2);
+  EXPECT_EQ(gpu::SkinnyGemmRowTiles({0, 1, 4, 1}, 8), 0);
 }
 
 TEST(NormGemm, SupportsOnlyHopperSixteenBitWholeVectorsOfKAndRowsAClusterCovers) {
@@ -223,7 +335,7 @@ TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
   const auto launch = [](const NormGemmConfig& c, ElemType type, std::int64_t rows, std::int64_t n,
                          std::int64_t k) {
     return gpu::LaunchNormGemm(c, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1e-5f,
-                               nullptr, rows, n, k, type, false, nullptr);
+                               nullptr, rows, n, k, type, nullptr, false, nullptr);
   };
   const NormGemmConfig good{16, 3, 4};
   EXPECT_EQ(launch(good, ElemType::kFp32, 4, 768, 768), cudaErrorInvalidValue);
@@ -235,6 +347,30 @@ TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch({16, 5, 4}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch({16, 0, 4}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch({16, 3, 2}, ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  // The split-K schedule: without counters, past 128 rows, a configuration the split-K GEMM
+  // refuses (an 8-row tile of 0, a cluster of 3).
+  const auto split = [](std::uint8_t m_tile, std::uint8_t cluster) {
+    return NormGemmConfig::SplitK(SkinnyGemmConfig{m_tile, 1, 4, cluster});
+  };
+  EXPECT_EQ(launch(split(8, 4), ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
+  int counters[gpu::kNormGemmMaxRowTiles] = {};
+  const auto launch_counted = [&](const NormGemmConfig& c, std::int64_t rows, std::int64_t n) {
+    return gpu::LaunchNormGemm(c, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1e-5f,
+                               nullptr, rows, n, 768, ElemType::kBf16, counters, false, nullptr);
+  };
+  EXPECT_EQ(launch_counted(split(64, 4), 129, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch_counted(split(0, 4), 4, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch_counted(split(8, 3), 4, 768), cudaErrorInvalidValue);
+  EXPECT_EQ(launch_counted(split(8, 4), 4, 1025), cudaErrorInvalidValue);
+  // Directly: more row tiles than counters, a row wider than a warp's registers hold.
+  EXPECT_EQ(gpu::LaunchSkinnyGemmLayerNorm({8, 1, 4, 1}, nullptr, nullptr, nullptr, nullptr,
+                                           nullptr, nullptr, 1e-5f, nullptr, 17, 768, 768,
+                                           ElemType::kBf16, counters, 2, false, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(gpu::LaunchSkinnyGemmLayerNorm({8, 1, 4, 1}, nullptr, nullptr, nullptr, nullptr,
+                                           nullptr, nullptr, 1e-5f, nullptr, 4, 1025, 768,
+                                           ElemType::kBf16, counters, 16, false, nullptr),
+            cudaErrorInvalidValue);
 }
 
 // Which (GEMM, LayerNorm) step pairs the kernel may take, on hand-made steps: pure bookkeeping,

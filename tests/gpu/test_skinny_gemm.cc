@@ -147,6 +147,7 @@ TEST(SkinnyGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch({8, 1, 4, 3}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({8, 1, 4, 32}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({24, 1, 4, 1}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({0, 1, 4, 1}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({8, 3, 4, 1}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({64, 1, 8, 1}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
   EXPECT_EQ(launch({8, 2, 8, 1}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
@@ -160,7 +161,8 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
                                 GemmKernel::Chain({4, false, 2}),
                                 GemmKernel::Chain({1, true, 1}),
                                 GemmKernel::NormGemm({16, 3, 4}),
-                                GemmKernel::NormGemm({8, 1, 8})};
+                                GemmKernel::NormGemm({8, 1, 8}),
+                                GemmKernel::NormGemm(gpu::NormGemmConfig::SplitK({8, 1, 4, 4}))};
   for (const GemmKernel& kernel : kernels) {
     const auto back = GemmKernel::FromText(kernel.ToText());
     ASSERT_TRUE(back.has_value()) << kernel.ToText();
@@ -170,10 +172,16 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   EXPECT_EQ(skinny.ToText(), "skinny 32 2 4 8");
   EXPECT_EQ(GemmKernel::Chain({2, true, 1}).ToText(), "chain 2 1 1");
   EXPECT_EQ(GemmKernel::NormGemm({16, 4, 8}).ToText(), "norm 16 4 8");
+  EXPECT_EQ(GemmKernel::NormGemm(gpu::NormGemmConfig::SplitK({16, 2, 4, 8})).ToText(),
+            "norm-split 16 2 4 8");
+  // The schedules are told apart: a split-K configuration never equals a cluster one.
+  EXPECT_FALSE(GemmKernel::NormGemm(gpu::NormGemmConfig::SplitK({16, 2, 4, 8})) ==
+               GemmKernel::NormGemm({16, 3, 4}));
   for (const char* bad : {"", "cublas", "skinny 32 2 4", "skinny 32 2 4 0", "skinny 32 2 4 8 1",
                           "small-batch 1", "skinny a b c d", "chain 3 1 1", "chain 2 2 1", "chain 2 1",
                           "chain 2 1 3", "chain 2 1 1 0", "norm 16 3", "norm 32 3 4", "norm 16 5 4",
-                          "norm 16 0 4", "norm 16 3 2", "norm 16 3 4 1"}) {
+                          "norm 16 0 4", "norm 16 3 2", "norm 16 3 4 1", "norm-split 8 1 4",
+                          "norm-split 8 1 4 0", "norm-split 8 1 4 4 1"}) {
     EXPECT_FALSE(GemmKernel::FromText(bad).has_value()) << "'" << bad << "'";
   }
 }
