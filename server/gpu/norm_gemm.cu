@@ -391,10 +391,9 @@ std::vector<NormGemmConfig> NormGemmCandidates(std::int64_t rows, std::int64_t o
       }
     }
   }
-  if (rows <= kSkinnyGemmMaxRows && out_features <= kSkinnyLayerNormMaxWidth) {
-    for (const SkinnyGemmConfig& split : SkinnyGemmCandidates(rows, out_features, in_features)) {
-      candidates.push_back(NormGemmConfig::SplitK(split));
-    }
+  for (const SkinnyGemmConfig& split :
+       SkinnyGemmLayerNormCandidates(rows, out_features, in_features)) {
+    candidates.push_back(NormGemmConfig::SplitK(split));
   }
   return candidates;
 }

@@ -91,8 +91,9 @@ __device__ __forceinline__ float LoadFromL2(const __nv_bfloat16* p, std::int64_t
 }
 
 // The LayerNorm tail, called by every thread of a cluster once its stores are issued: the
-// last cluster of the row tile normalises rows [m0, m0 + m_tile) of y in place, one warp a
-// row, with the warp LayerNorm kernel's statistics (WarpRowStatistics); the others return.
+// last cluster of the row tile normalises rows [m0, m0 + m_tile) of y in place, each warp
+// two rows at a time, with the warp LayerNorm kernel's statistics (WarpRowStatistics); the
+// others return.
 template <typename T>
 __device__ void NormaliseRowTileIfLast(const Epilogue& e, T* y, int m0, int m_tile, int rows,
                                        int n_total) {
@@ -114,32 +115,50 @@ __device__ void NormaliseRowTileIfLast(const Epilogue& e, T* y, int m0, int m_ti
   cluster.sync();  // `last` is written in every block, and no block reads another's after this
   if (last == 0) return;
 
+  // A warp holds two rows at once, so that their L2 round trips overlap: one cluster
+  // normalises the whole tile (up to 64 rows over as few as 4 warps), and each row alone is a
+  // chain of a round trip, two shuffle trees and the stores.
   constexpr int kPerLane = static_cast<int>(kSkinnyLayerNormMaxWidth / 32);
+  constexpr int kRowsAtOnce = 2;
   const int lane = threadIdx.x % 32;
   const int warps = splits * kWarps;
-  for (int r = rank * kWarps + threadIdx.x / 32; r < m_tile && m0 + r < rows; r += warps) {
-    const std::int64_t base = static_cast<std::int64_t>(m0 + r) * n_total;
-    float v[kPerLane];
+  const int tile_rows = min(m_tile, rows - m0);
+  for (int r0 = rank * kWarps + threadIdx.x / 32; r0 < tile_rows; r0 += kRowsAtOnce * warps) {
+    float v[kRowsAtOnce][kPerLane];
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int c = lane + 32 * i;
-      v[i] = c < n_total ? LoadFromL2(y, base + c) : 0.f;
+    for (int j = 0; j < kRowsAtOnce; ++j) {
+      const int r = r0 + j * warps;
+      const std::int64_t base = static_cast<std::int64_t>(m0 + r) * n_total;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int c = lane + 32 * i;
+        v[j][i] = r < tile_rows && c < n_total ? LoadFromL2(y, base + c) : 0.f;
+      }
     }
-    const float2 stats = WarpRowStatistics(v, n_total, lane, e.eps);
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int c = lane + 32 * i;
-      if (c >= n_total) break;
-      float out = (v[i] - stats.x) * stats.y;
-      if (e.gamma != nullptr) out *= e.gamma[c];
-      if (e.beta != nullptr) out += e.beta[c];
-      Store(y, base + c, out);
+    for (int j = 0; j < kRowsAtOnce; ++j) {
+      const int r = r0 + j * warps;
+      if (r >= tile_rows) break;  // warp-uniform
+      const std::int64_t base = static_cast<std::int64_t>(m0 + r) * n_total;
+      const float2 stats = WarpRowStatistics(v[j], n_total, lane, e.eps);
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int c = lane + 32 * i;
+        if (c >= n_total) break;
+        float out = (v[j][i] - stats.x) * stats.y;
+        if (e.gamma != nullptr) out *= e.gamma[c];
+        if (e.beta != nullptr) out += e.beta[c];
+        Store(y, base + c, out);
+      }
     }
   }
 }
 #endif
 
-template <typename T, int kMTile, int kRowTiles, int kUnroll>
+// kLayerNorm: with the LayerNorm tail. A kernel of its own: the tail's registers (two rows of
+// up to 1,024 a warp) would otherwise raise the plain GEMM's count (96 to 128 at 8-row tiles,
+// with spills) and lower its occupancy.
+template <typename T, int kMTile, int kRowTiles, int kUnroll, bool kLayerNorm>
 __global__ void __launch_bounds__(kThreads)
     SkinnyGemmKernel(const T* __restrict__ x, const T* __restrict__ w, T* y, int rows,
                      int n_total, int k_total, Epilogue epilogue) {
@@ -285,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
     if (residual != nullptr) v += Load(residual, out);
     Store(y, out, Activate(epilogue.act, v));
   }
-  if (epilogue.row_tile_counters != nullptr) {
+  if constexpr (kLayerNorm) {
     // Its first cluster barrier also keeps every block here until the partials are read.
     NormaliseRowTileIfLast(epilogue, y, m0, kMTile, rows, n_total);
   } else {
@@ -294,7 +313,7 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-template <typename T, int kMTile, int kRowTiles, int kUnroll>
+template <typename T, int kMTile, int kRowTiles, int kUnroll, bool kLayerNorm>
 cudaError_t LaunchShape(int cluster, const void* x, const void* w, void* y, std::int64_t rows,
                         std::int64_t n, std::int64_t k, const Epilogue& epilogue,
                         bool programmatic, cudaStream_t stream) {
@@ -303,28 +322,34 @@ cudaError_t LaunchShape(int cluster, const void* x, const void* w, void* y, std:
   const dim3 grid(static_cast<unsigned>((n + S::kBlockRows - 1) / S::kBlockRows),
                   static_cast<unsigned>(cluster),
                   static_cast<unsigned>((rows + kMTile - 1) / kMTile));
-  return LaunchInClusters<SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll>>(
+  return LaunchInClusters<SkinnyGemmKernel<T, kMTile, kRowTiles, kUnroll, kLayerNorm>>(
       dim3(1, static_cast<unsigned>(cluster)), grid, dim3(kThreads), 0, programmatic, stream,
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y),
       static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), epilogue);
 }
 
+// The LayerNorm tail is compiled for the unroll-4 shapes only (SkinnyGemmLayerNormCandidates).
 template <typename T, int kMTile>
 cudaError_t DispatchTiles(const SkinnyGemmConfig& c, const void* x, const void* w, void* y,
                           std::int64_t rows, std::int64_t n, std::int64_t k,
                           const Epilogue& epilogue, bool programmatic, cudaStream_t stream) {
+  const bool norm = epilogue.row_tile_counters != nullptr;
   if (c.row_tiles == 1 && c.unroll == 4) {
-    return LaunchShape<T, kMTile, 1, 4>(c.cluster, x, w, y, rows, n, k, epilogue, programmatic,
-                                        stream);
+    return norm ? LaunchShape<T, kMTile, 1, 4, true>(c.cluster, x, w, y, rows, n, k, epilogue,
+                                                     programmatic, stream)
+                : LaunchShape<T, kMTile, 1, 4, false>(c.cluster, x, w, y, rows, n, k, epilogue,
+                                                      programmatic, stream);
   }
   if (c.row_tiles == 2 && c.unroll == 4) {
-    return LaunchShape<T, kMTile, 2, 4>(c.cluster, x, w, y, rows, n, k, epilogue, programmatic,
-                                        stream);
+    return norm ? LaunchShape<T, kMTile, 2, 4, true>(c.cluster, x, w, y, rows, n, k, epilogue,
+                                                     programmatic, stream)
+                : LaunchShape<T, kMTile, 2, 4, false>(c.cluster, x, w, y, rows, n, k, epilogue,
+                                                      programmatic, stream);
   }
   if constexpr (kMTile <= 32) {
-    if (c.row_tiles == 1 && c.unroll == 8) {
-      return LaunchShape<T, kMTile, 1, 8>(c.cluster, x, w, y, rows, n, k, epilogue,
-                                          programmatic, stream);
+    if (c.row_tiles == 1 && c.unroll == 8 && !norm) {
+      return LaunchShape<T, kMTile, 1, 8, false>(c.cluster, x, w, y, rows, n, k, epilogue,
+                                                 programmatic, stream);
     }
   }
   return cudaErrorInvalidValue;
@@ -412,6 +437,17 @@ cudaError_t LaunchSkinnyGemm(const SkinnyGemmConfig& config, const void* x, cons
   epilogue.act = act;
   return Launch(config, x, w, y, rows, out_features, in_features, type, epilogue, programmatic,
                 stream);
+}
+
+std::vector<SkinnyGemmConfig> SkinnyGemmLayerNormCandidates(std::int64_t rows,
+                                                            std::int64_t out_features,
+                                                            std::int64_t in_features) {
+  std::vector<SkinnyGemmConfig> candidates;
+  if (rows > kSkinnyGemmMaxRows || out_features > kSkinnyLayerNormMaxWidth) return candidates;
+  for (const SkinnyGemmConfig& c : SkinnyGemmCandidates(rows, out_features, in_features)) {
+    if (c.unroll == 4) candidates.push_back(c);
+  }
+  return candidates;
 }
 
 std::int64_t SkinnyGemmRowTiles(const SkinnyGemmConfig& config, std::int64_t rows) {

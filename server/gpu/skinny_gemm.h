@@ -68,6 +68,13 @@ cudaError_t LaunchSkinnyGemm(const SkinnyGemmConfig& config, const void* x, cons
 // warp each, the row held in registers.
 constexpr std::int64_t kSkinnyLayerNormMaxWidth = 1024;
 
+// The configurations worth timing for the GEMM with the LayerNorm tail: SkinnyGemmCandidates
+// of the shapes the tail is compiled for (unroll 4: K chunks of 128), none past
+// kSkinnyGemmMaxRows rows or kSkinnyLayerNormMaxWidth outputs.
+std::vector<SkinnyGemmConfig> SkinnyGemmLayerNormCandidates(std::int64_t rows,
+                                                            std::int64_t out_features,
+                                                            std::int64_t in_features);
+
 // Clusters that share rows of X (a "row tile": `m_tile` rows of Y across every output) count
 // their finished stores on one counter each; this many counters a launch needs.
 std::int64_t SkinnyGemmRowTiles(const SkinnyGemmConfig& config, std::int64_t rows);
@@ -82,8 +89,8 @@ std::int64_t SkinnyGemmRowTiles(const SkinnyGemmConfig& config, std::int64_t row
 // row tile. `row_tile_counters`: `counter_count` ints, zero before the launch and zero again
 // after it; launches that share them must not overlap. `gamma`, `beta` (fp32) may be null.
 // Returns cudaErrorInvalidValue for a shape, configuration or counter buffer it does not take
-// (out_features over kSkinnyLayerNormMaxWidth, more row tiles than counters), else the
-// launch's error.
+// (out_features over kSkinnyLayerNormMaxWidth, a configuration SkinnyGemmLayerNormCandidates
+// never offers, more row tiles than counters), else the launch's error.
 cudaError_t LaunchSkinnyGemmLayerNorm(const SkinnyGemmConfig& config, const void* x,
                                       const void* w, const void* bias, const void* residual,
                                       const float* gamma, const float* beta, float eps, void* y,

@@ -233,7 +233,7 @@ TEST(NormGemm, SplitKNormalisesWhatItsGemmStores) {
       if (p.rows > gpu::kSkinnyGemmMaxRows || p.n > gpu::kSkinnyLayerNormMaxWidth) continue;
       const Case c(p, type);
       DeviceCase device(c);
-      for (const SkinnyGemmConfig& config : gpu::SkinnyGemmCandidates(p.rows, p.n, p.k)) {
+      for (const SkinnyGemmConfig& config : gpu::SkinnyGemmLayerNormCandidates(p.rows, p.n, p.k)) {
         const std::vector<double> reference = LayerNormOf(device.RunGemmAlone(c, config), c);
         testing::ExpectMatches(device.Run(c, NormGemmConfig::SplitK(config), false), reference,
                                type, p.n, Name(p, type) + ", " + config.Describe());
@@ -241,7 +241,7 @@ TEST(NormGemm, SplitKNormalisesWhatItsGemmStores) {
       }
     }
   }
-  EXPECT_GT(runs, 50) << "the problems should exercise the schedule";
+  EXPECT_GT(runs, 30) << "the problems should exercise the schedule";
 }
 
 // Warps' partials meet in warp order and the blocks' row sums in rank order: the same launch
@@ -304,10 +304,17 @@ TEST(NormGemm, CandidatesCoverTheRowWithAClusterOfAtMostSixteen) {
 TEST(NormGemm, SplitKCandidatesAreTheSplitKGemmsUpTo128RowsAnd1024Outputs) {
   std::size_t split = 0;
   ClusterConfigs(gpu::NormGemmCandidates(128, 768, 3072), &split);
-  EXPECT_EQ(split, gpu::SkinnyGemmCandidates(128, 768, 3072).size());
+  EXPECT_EQ(split, gpu::SkinnyGemmLayerNormCandidates(128, 768, 3072).size());
   ClusterConfigs(gpu::NormGemmCandidates(1, 1024, 768), &split);
-  EXPECT_EQ(split, gpu::SkinnyGemmCandidates(1, 1024, 768).size());
+  EXPECT_EQ(split, gpu::SkinnyGemmLayerNormCandidates(1, 1024, 768).size());
   EXPECT_GT(split, 0u);
+  // The split-K GEMM's candidates in the shapes the tail is compiled for: unroll 4, each
+  // cluster size up to the K chunks (768 / 128 = 6: 1, 2, 4), one or two row tiles a warp.
+  const auto tail = gpu::SkinnyGemmLayerNormCandidates(1, 768, 768);
+  EXPECT_EQ(tail.size(), 6u);
+  for (const SkinnyGemmConfig& c : tail) EXPECT_EQ(c.unroll, 4) << c.Describe();
+  EXPECT_TRUE(gpu::SkinnyGemmLayerNormCandidates(129, 768, 768).empty());
+  EXPECT_TRUE(gpu::SkinnyGemmLayerNormCandidates(8, 1025, 768).empty());
   for (const NormGemmConfig& c : gpu::NormGemmCandidates(1, 768, 768)) {
     if (!c.split_k.has_value()) continue;
     EXPECT_EQ(c.split_k->m_tile, 8) << c.Describe(768);
@@ -362,13 +369,18 @@ TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch_counted(split(0, 4), 4, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch_counted(split(8, 3), 4, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch_counted(split(8, 4), 4, 1025), cudaErrorInvalidValue);
-  // Directly: more row tiles than counters, a row wider than a warp's registers hold.
+  // Directly: more row tiles than counters, a row wider than a warp's registers hold, a shape
+  // the tail is not compiled for (unroll 8).
   EXPECT_EQ(gpu::LaunchSkinnyGemmLayerNorm({8, 1, 4, 1}, nullptr, nullptr, nullptr, nullptr,
                                            nullptr, nullptr, 1e-5f, nullptr, 17, 768, 768,
                                            ElemType::kBf16, counters, 2, false, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(gpu::LaunchSkinnyGemmLayerNorm({8, 1, 4, 1}, nullptr, nullptr, nullptr, nullptr,
                                            nullptr, nullptr, 1e-5f, nullptr, 4, 1025, 768,
+                                           ElemType::kBf16, counters, 16, false, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(gpu::LaunchSkinnyGemmLayerNorm({8, 1, 8, 1}, nullptr, nullptr, nullptr, nullptr,
+                                           nullptr, nullptr, 1e-5f, nullptr, 4, 768, 768,
                                            ElemType::kBf16, counters, 16, false, nullptr),
             cudaErrorInvalidValue);
 }
