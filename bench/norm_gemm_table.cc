@@ -72,7 +72,8 @@ int PrintNormGemmTable(double copy_tbps, bool profile) {
 
   const auto fused = [&](const NormGemmConfig& config, std::int64_t rows, const Shape& shape) {
     return Check(LaunchNormGemm(config, x.value().data(), w.value().data(), bias.value().data(),
-                                residual.value().data(), gamma, beta, kEps, y.value().data(), rows,
+                                residual.value().data(), /*norm_residual=*/nullptr, gamma, beta,
+                                kEps, y.value().data(), rows,
                                 shape.n, shape.k, ElemType::kBf16,
                                 reinterpret_cast<int*>(counters.value().data()),
                                 /*programmatic=*/false, s),

@@ -253,11 +253,11 @@ Status DeviceState::RunNormGemm(const NormGemmConfig& config, std::size_t step_i
                     " is not a GEMM followed by a LayerNorm, yet runs the GEMM + LayerNorm kernel");
   }
   // LayerNormFusableGemms lets at most one of the two have a residual.
-  const plan::ValueId residual = gemm->residual != plan::kNoValue ? gemm->residual : norm->residual;
   LTSERVE_CUDA_RETURN_IF_ERROR(LaunchNormGemm(
       config, Value(gemm->input), model_->Weight(gemm->weight_offset),
       model_->Weight(gemm->bias_offset),
-      residual == plan::kNoValue ? nullptr : Value(residual),
+      gemm->residual == plan::kNoValue ? nullptr : Value(gemm->residual),
+      norm->residual == plan::kNoValue ? nullptr : Value(norm->residual),
       static_cast<const float*>(model_->Weight(norm->gamma_offset)),
       static_cast<const float*>(model_->Weight(norm->beta_offset)), norm->eps, Value(norm->output),
       rows, gemm->n, gemm->k, StorageType(model_->options().precision),

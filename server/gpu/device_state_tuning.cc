@@ -410,7 +410,13 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
                               (norm.residual != plan::kNoValue ? ",norm-residual" : "") +
                               ",with-split-k,then=" +
                               alone_text + (always ? ",always" : ",auto");
-      if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
+      const std::vector<NormGemmConfig> candidates = NormGemmCandidates(rows, gemm.n, gemm.k);
+      // A cached configuration this build no longer offers is timed again, not run.
+      const auto offered = [&](const GemmKernel& kernel) {
+        return kernel.kind != GemmKernel::Kind::kNormGemm ||
+               std::find(candidates.begin(), candidates.end(), kernel.norm) != candidates.end();
+      };
+      if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr && offered(*cached)) {
         ++*from_cache;
         if (cached->kind == GemmKernel::Kind::kNormGemm) tuning.kernels[s][b] = *cached;
         continue;
@@ -431,7 +437,7 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
         }, flush_, stream()));
       }
       const auto best = FastestCold(
-          NormGemmCandidates(rows, gemm.n, gemm.k),
+          candidates,
           [&](const NormGemmConfig& config) { return RunNormGemm(config, s, rows); }, flush_,
           stream(), own_kernel_failure_);
       const bool wins = best.has_value() && (always || ClearlyFaster(best->second, alone_ms));

@@ -49,7 +49,10 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
     kernel.kind = word == "cublaslt" ? Kind::kCublasLt : Kind::kSmallBatch;
   } else if (word == "skinny" || word == "norm-split") {
     const std::optional<SkinnyGemmConfig> config = ReadSkinnyNumbers(in);
-    if (!config.has_value()) return std::nullopt;
+    // A cache file may predate a change to what is compiled: such an entry is no choice.
+    if (!config.has_value() || !SkinnyGemmCompiled(*config, /*layer_norm=*/word == "norm-split")) {
+      return std::nullopt;
+    }
     if (word == "skinny") {
       kernel.kind = Kind::kSkinny;
       kernel.skinny = *config;

@@ -399,21 +399,26 @@ std::vector<NormGemmConfig> NormGemmCandidates(std::int64_t rows, std::int64_t o
 }
 
 cudaError_t LaunchNormGemm(const NormGemmConfig& config, const void* x, const void* w,
-                           const void* bias, const void* residual, const float* gamma,
-                           const float* beta, float eps, void* y, std::int64_t rows,
-                           std::int64_t out_features, std::int64_t in_features, ElemType type,
-                           int* row_tile_counters, bool programmatic, cudaStream_t stream) {
-  if (config.split_k.has_value()) {
-    if (!NormGemmSupports(9, type, rows, out_features, in_features)) return cudaErrorInvalidValue;
-    return LaunchSkinnyGemmLayerNorm(*config.split_k, x, w, bias, residual, gamma, beta, eps, y,
-                                     rows, out_features, in_features, type, row_tile_counters,
-                                     kNormGemmMaxRowTiles, programmatic, stream);
-  }
-  const int cluster = NormGemmClusterSize(config, out_features);
-  if (!NormGemmSupports(9, type, rows, out_features, in_features) || cluster < 1 ||
-      (config.m_tile != 8 && config.m_tile != 16)) {
+                           const void* bias, const void* residual, const void* norm_residual,
+                           const float* gamma, const float* beta, float eps, void* y,
+                           std::int64_t rows, std::int64_t out_features,
+                           std::int64_t in_features, ElemType type, int* row_tile_counters,
+                           bool programmatic, cudaStream_t stream) {
+  if (!NormGemmSupports(9, type, rows, out_features, in_features) ||
+      (residual != nullptr && norm_residual != nullptr)) {
     return cudaErrorInvalidValue;
   }
+  if (config.split_k.has_value()) {
+    return LaunchSkinnyGemmLayerNorm(*config.split_k, x, w, bias, residual, norm_residual, gamma,
+                                     beta, eps, y, rows, out_features, in_features, type,
+                                     row_tile_counters, kNormGemmMaxRowTiles, programmatic,
+                                     stream);
+  }
+  const int cluster = NormGemmClusterSize(config, out_features);
+  if (cluster < 1 || (config.m_tile != 8 && config.m_tile != 16)) return cudaErrorInvalidValue;
+  // The cluster kernel adds the residual to the fp32 sum and never rounds before normalising:
+  // either residual joins the same way.
+  if (residual == nullptr) residual = norm_residual;
   if (type == ElemType::kBf16) {
     return Dispatch<__nv_bfloat16>(config, cluster, x, w, bias, residual, gamma, beta, eps, y,
                                    rows, out_features, in_features, programmatic, stream);

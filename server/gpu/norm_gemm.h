@@ -77,18 +77,23 @@ bool NormGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int64
 std::vector<NormGemmConfig> NormGemmCandidates(std::int64_t rows, std::int64_t out_features,
                                                std::int64_t in_features);
 
-// Enqueues y = LayerNorm(x·wᵀ + bias + residual)·gamma + beta over each row on `stream`, with
-// the two-pass (mean, then centred variance) statistics of the executor's LayerNorm kernel.
-// `bias`, `residual`, `gamma` and `beta` may be null (gamma and beta are fp32, as the plan's
+// Enqueues y = LayerNorm(x·wᵀ + bias + residual + norm_residual)·gamma + beta over each row on
+// `stream`, with the two-pass (mean, then centred variance) statistics of the executor's
+// LayerNorm kernel. `residual` is the GEMM step's (fused into its epilogue), `norm_residual`
+// the LayerNorm step's; at most one is set. They differ only in the split-K schedule, which
+// stores the GEMM's sum rounded to 16 bits before normalising it: there, as in the two
+// separate kernels, `residual` is rounded into that sum and `norm_residual` added in fp32.
+// `bias`, the residuals, `gamma` and `beta` may be null (gamma and beta are fp32, as the plan's
 // LayerNorm keeps them). `row_tile_counters`: kNormGemmMaxRowTiles ints, zero, that the
 // split-K schedule counts on and leaves zero (launches sharing them must not overlap); may be
 // null for the cluster kernel's configurations. Returns cudaErrorInvalidValue for what
-// NormGemmSupports refuses, a configuration whose cluster would exceed 16 blocks or a split-K
-// one without counters or beyond its shapes, else the launch's error.
+// NormGemmSupports refuses, a configuration whose cluster would exceed 16 blocks, a split-K
+// one without counters or beyond its shapes, or both residuals, else the launch's error.
 // `programmatic`: its first weight loads issued before waiting for the kernel before it.
 cudaError_t LaunchNormGemm(const NormGemmConfig& config, const void* x, const void* w,
-                           const void* bias, const void* residual, const float* gamma,
-                           const float* beta, float eps, void* y, std::int64_t rows,
+                           const void* bias, const void* residual, const void* norm_residual,
+                           const float* gamma, const float* beta, float eps, void* y,
+                           std::int64_t rows,
                            std::int64_t out_features, std::int64_t in_features, ElemType type,
                            int* row_tile_counters, bool programmatic, cudaStream_t stream);
 

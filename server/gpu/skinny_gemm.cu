@@ -78,6 +78,9 @@ struct Epilogue {
   const float* gamma = nullptr;  // the LayerNorm's; null: 1
   const float* beta = nullptr;   // null: 0
   float eps = 0.f;
+  // The LayerNorm step's own residual: added in fp32 to the stored rows, as the LayerNorm
+  // kernel adds it to the GEMM's stored output, not rounded into the GEMM's sum.
+  const void* norm_residual = nullptr;
   int* row_tile_counters = nullptr;  // null: no LayerNorm
 };
 
@@ -104,12 +107,15 @@ __device__ void NormaliseRowTileIfLast(const Epilogue& e, T* y, int m0, int m_ti
   __threadfence();  // this thread's stores are visible device-wide before the count below
   cluster.sync();   // every thread of the cluster has stored and fenced
   if (rank == 0 && threadIdx.x == 0) {
-    int* counter = e.row_tile_counters + blockIdx.z;
-    const bool is_last = atomicAdd(counter, 1) == static_cast<int>(gridDim.x) - 1;
-    if (is_last) {
-      *counter = 0;      // every cluster of the tile has counted: ready for the next launch
-      __threadfence();   // the other clusters' stores, seen through the count, before the reads
-    }
+    // A fence of the counting thread's own, after the barrier, orders every store the barrier
+    // made it see before the count (the memory model's cumulativity), not only its own.
+    __threadfence();
+    // atomicInc wraps to 0 on the count that reaches gridDim.x - 1: the last cluster leaves
+    // the counter zero for the next launch without a store of its own.
+    const unsigned clusters = gridDim.x;
+    auto* counter = reinterpret_cast<unsigned*>(e.row_tile_counters + blockIdx.z);
+    const bool is_last = atomicInc(counter, clusters - 1) == clusters - 1;
+    if (is_last) __threadfence();  // the other clusters' stores, seen through the count, first
     for (int s = 0; s < splits; ++s) *cluster.map_shared_rank(&last, s) = is_last ? 1 : 0;
   }
   cluster.sync();  // `last` is written in every block, and no block reads another's after this
@@ -123,6 +129,7 @@ __device__ void NormaliseRowTileIfLast(const Epilogue& e, T* y, int m0, int m_ti
   const int lane = threadIdx.x % 32;
   const int warps = splits * kWarps;
   const int tile_rows = min(m_tile, rows - m0);
+  const auto* norm_residual = static_cast<const T*>(e.norm_residual);
   for (int r0 = rank * kWarps + threadIdx.x / 32; r0 < tile_rows; r0 += kRowsAtOnce * warps) {
     float v[kRowsAtOnce][kPerLane];
 #pragma unroll
@@ -132,7 +139,12 @@ __device__ void NormaliseRowTileIfLast(const Epilogue& e, T* y, int m0, int m_ti
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const int c = lane + 32 * i;
-        v[j][i] = r < tile_rows && c < n_total ? LoadFromL2(y, base + c) : 0.f;
+        if (r < tile_rows && c < n_total) {
+          v[j][i] = LoadFromL2(y, base + c);
+          if (norm_residual != nullptr) v[j][i] += Load(norm_residual, base + c);
+        } else {
+          v[j][i] = 0.f;
+        }
       }
     }
 #pragma unroll
@@ -369,12 +381,11 @@ cudaError_t Dispatch(const SkinnyGemmConfig& c, const void* x, const void* w, vo
 }
 
 // What both launches refuse: a shape the kernel does not take or a configuration it was not
-// compiled for (Dispatch refuses the rest).
+// compiled for.
 bool Launchable(const SkinnyGemmConfig& config, ElemType type, std::int64_t rows,
-                std::int64_t out_features, std::int64_t in_features) {
+                std::int64_t out_features, std::int64_t in_features, bool layer_norm) {
   return SkinnyGemmSupports(9, type, rows, in_features) && out_features >= 1 &&
-         out_features <= (std::int64_t{1} << 30) && config.m_tile >= 1 && config.cluster >= 1 &&
-         config.cluster <= kMaxCluster && (config.cluster & (config.cluster - 1)) == 0 &&
+         out_features <= (std::int64_t{1} << 30) && SkinnyGemmCompiled(config, layer_norm) &&
          (rows + config.m_tile - 1) / config.m_tile <= 65535;
 }
 
@@ -394,6 +405,16 @@ std::int64_t MTileFor(std::int64_t rows) {
 }
 
 }  // namespace
+
+bool SkinnyGemmCompiled(const SkinnyGemmConfig& c, bool layer_norm) {
+  const bool m_tile = c.m_tile == 8 || c.m_tile == 16 || c.m_tile == 32 || c.m_tile == 64;
+  const bool shape = c.unroll == 4 ? c.row_tiles == 1 || c.row_tiles == 2
+                                   : c.unroll == 8 && c.row_tiles == 1 && c.m_tile <= 32 &&
+                                         !layer_norm;
+  const bool cluster =
+      c.cluster >= 1 && c.cluster <= kMaxCluster && (c.cluster & (c.cluster - 1)) == 0;
+  return m_tile && shape && cluster;
+}
 
 std::string SkinnyGemmConfig::Describe() const {
   return "split-K " + std::to_string(cluster) + " x " + std::to_string(kWarps * 16 * row_tiles) +
@@ -430,7 +451,9 @@ cudaError_t LaunchSkinnyGemm(const SkinnyGemmConfig& config, const void* x, cons
                              std::int64_t out_features, std::int64_t in_features,
                              plan::Activation act, ElemType type, bool programmatic,
                              cudaStream_t stream) {
-  if (!Launchable(config, type, rows, out_features, in_features)) return cudaErrorInvalidValue;
+  if (!Launchable(config, type, rows, out_features, in_features, /*layer_norm=*/false)) {
+    return cudaErrorInvalidValue;
+  }
   Epilogue epilogue;
   epilogue.bias = bias;
   epilogue.residual = residual;
@@ -456,14 +479,16 @@ std::int64_t SkinnyGemmRowTiles(const SkinnyGemmConfig& config, std::int64_t row
 
 cudaError_t LaunchSkinnyGemmLayerNorm(const SkinnyGemmConfig& config, const void* x,
                                       const void* w, const void* bias, const void* residual,
-                                      const float* gamma, const float* beta, float eps, void* y,
+                                      const void* norm_residual, const float* gamma,
+                                      const float* beta, float eps, void* y,
                                       std::int64_t rows, std::int64_t out_features,
                                       std::int64_t in_features, ElemType type,
                                       int* row_tile_counters, std::int64_t counter_count,
                                       bool programmatic, cudaStream_t stream) {
-  if (!Launchable(config, type, rows, out_features, in_features) ||
+  if (!Launchable(config, type, rows, out_features, in_features, /*layer_norm=*/true) ||
       out_features > kSkinnyLayerNormMaxWidth || row_tile_counters == nullptr ||
-      SkinnyGemmRowTiles(config, rows) > counter_count) {
+      SkinnyGemmRowTiles(config, rows) > counter_count ||
+      (residual != nullptr && norm_residual != nullptr)) {
     return cudaErrorInvalidValue;
   }
   Epilogue epilogue;
@@ -472,6 +497,7 @@ cudaError_t LaunchSkinnyGemmLayerNorm(const SkinnyGemmConfig& config, const void
   epilogue.gamma = gamma;
   epilogue.beta = beta;
   epilogue.eps = eps;
+  epilogue.norm_residual = norm_residual;
   epilogue.row_tile_counters = row_tile_counters;
   return Launch(config, x, w, y, rows, out_features, in_features, type, epilogue, programmatic,
                 stream);

@@ -45,6 +45,10 @@ struct SkinnyGemmConfig {
   }
 };
 
+// Whether `config` is a shape the kernel is compiled for (the field comments above), with
+// the LayerNorm tail or without: what a configuration read back from a tuning cache must be.
+bool SkinnyGemmCompiled(const SkinnyGemmConfig& config, bool layer_norm);
+
 // Whether the kernel can run a Linear of this type and shape on a device of compute
 // capability `sm_major`.
 bool SkinnyGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int64_t in_features);
@@ -79,21 +83,24 @@ std::vector<SkinnyGemmConfig> SkinnyGemmLayerNormCandidates(std::int64_t rows,
 // their finished stores on one counter each; this many counters a launch needs.
 std::int64_t SkinnyGemmRowTiles(const SkinnyGemmConfig& config, std::int64_t rows);
 
-// Enqueues y = LayerNorm(x·wᵀ + bias + residual)·gamma + beta over each row, in one launch: the
-// GEMM as LaunchSkinnyGemm computes it (the pre-norm sum stored in y, rounded to 16 bits, as
-// the LayerNorm kernel would read it from memory), then the last cluster to finish a row tile,
-// known by counting on `row_tile_counters[tile]`, reads those rows back and normalises them in
-// place with the executor's LayerNorm statistics (fp32 mean, then mean squared deviation).
+// Enqueues y = LayerNorm(x·wᵀ + bias + residual + norm_residual)·gamma + beta over each row, in
+// one launch: the GEMM as LaunchSkinnyGemm computes it (x·wᵀ + bias + residual stored in y,
+// rounded to 16 bits, as the GEMM step would store it), then the last cluster to finish a row
+// tile, known by counting on `row_tile_counters[tile]`, reads those rows back, adds
+// `norm_residual` in fp32 and normalises them in place with the executor's LayerNorm
+// statistics (fp32 mean, then mean squared deviation): what the LayerNorm kernel computes
+// from the GEMM's stored output and its own residual. At most one of the residuals is set.
 // That replaces the LayerNorm launch, and the split-K GEMM keeps every SM streaming weights,
 // which the GEMM + LayerNorm cluster kernel (norm_gemm.h) cannot at one 16-block cluster a
 // row tile. `row_tile_counters`: `counter_count` ints, zero before the launch and zero again
 // after it; launches that share them must not overlap. `gamma`, `beta` (fp32) may be null.
 // Returns cudaErrorInvalidValue for a shape, configuration or counter buffer it does not take
 // (out_features over kSkinnyLayerNormMaxWidth, a configuration SkinnyGemmLayerNormCandidates
-// never offers, more row tiles than counters), else the launch's error.
+// never offers, more row tiles than counters, both residuals), else the launch's error.
 cudaError_t LaunchSkinnyGemmLayerNorm(const SkinnyGemmConfig& config, const void* x,
                                       const void* w, const void* bias, const void* residual,
-                                      const float* gamma, const float* beta, float eps, void* y,
+                                      const void* norm_residual, const float* gamma,
+                                      const float* beta, float eps, void* y,
                                       std::int64_t rows, std::int64_t out_features,
                                       std::int64_t in_features, ElemType type,
                                       int* row_tile_counters, std::int64_t counter_count,

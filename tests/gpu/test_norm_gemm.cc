@@ -1,9 +1,11 @@
 // The GEMM + LayerNorm kernel (server/gpu/norm_gemm.h) launched directly: every compiled
 // shape whose cluster covers the row, against a double-precision reference of
 // LayerNorm(x·wᵀ + bias + residual)·gamma + beta, at odd sizes (rows off the tiles, outputs off
-// the blocks, K off the step), into poisoned outputs with a guard band; the split-K schedule
-// against a double LayerNorm of the pre-norm sum its GEMM stores, its counters left zero;
-// bit-equal reruns; what the launcher refuses. The candidate and refusal tests need no GPU;
+// the blocks, K off the step), into poisoned outputs with a guard band, the residual as the
+// GEMM's or as the LayerNorm's; the split-K schedule against a double LayerNorm of the
+// pre-norm sum its GEMM stores (plus the LayerNorm's residual), at every row-tile size, its
+// counters left zero, back to back on a stream and replayed from a graph; bit-equal reruns;
+// what the launcher refuses. The candidate and refusal tests need no GPU;
 // the others skip where no Hopper GPU is usable.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/cuda_resources.h"
 #include "gpu/gpu_model.h"
 #include "gpu/norm_gemm.h"
 #include "gpu/skinny_gemm.h"
@@ -117,22 +120,30 @@ struct Case {
   }
 };
 
+// Where a Case's residual joins: into the GEMM's sum (the GEMM step's, rounded with it in the
+// split-K schedule) or into the LayerNorm's input (the LayerNorm step's, added in fp32).
+enum class ResidualOf { kGemm, kLayerNorm };
+
 // The double LayerNorm, over rows of `width`, of 16-bit values `pre` (a GEMM's stored
-// pre-norm sums), with the affine of Case `c`.
-std::vector<double> LayerNormOf(const std::vector<std::uint16_t>& pre, const Case& c) {
+// pre-norm sums) plus, with kLayerNorm, Case `c`'s residual, with the affine of `c`.
+std::vector<double> LayerNormOf(const std::vector<std::uint16_t>& pre, const Case& c,
+                                ResidualOf residual_of) {
+  const bool add_residual = c.p.residual && residual_of == ResidualOf::kLayerNorm;
   std::vector<double> out(static_cast<std::size_t>(c.p.rows * c.p.n));
+  std::vector<double> h(static_cast<std::size_t>(c.p.n));
   for (std::int64_t m = 0; m < c.p.rows; ++m) {
     double sum = 0;
-    for (std::int64_t n = 0; n < c.p.n; ++n) sum += FromBits(pre[m * c.p.n + n], c.type);
+    for (std::int64_t n = 0; n < c.p.n; ++n) {
+      h[n] = FromBits(pre[m * c.p.n + n], c.type);
+      if (add_residual) h[n] += FromBits(c.residual[m * c.p.n + n], c.type);
+      sum += h[n];
+    }
     const double mean = sum / static_cast<double>(c.p.n);
     double squares = 0;
-    for (std::int64_t n = 0; n < c.p.n; ++n) {
-      const double d = FromBits(pre[m * c.p.n + n], c.type) - mean;
-      squares += d * d;
-    }
+    for (const double v : h) squares += (v - mean) * (v - mean);
     const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(c.p.n) + c.p.eps);
     for (std::int64_t n = 0; n < c.p.n; ++n) {
-      double v = (FromBits(pre[m * c.p.n + n], c.type) - mean) * rstd;
+      double v = (h[n] - mean) * rstd;
       if (c.p.affine) v = v * c.gamma[n] + c.beta[n];
       out[m * c.p.n + n] = v;
     }
@@ -166,26 +177,37 @@ struct DeviceCase : testing::DeviceLinearCase {
   DeviceCase(const DeviceCase&) = delete;
   DeviceCase& operator=(const DeviceCase&) = delete;
 
+  // Enqueues `config` on `stream` with the case's residual where `residual_of` says.
+  cudaError_t Launch(const Case& c, const NormGemmConfig& config, ResidualOf residual_of,
+                     bool programmatic, cudaStream_t stream) {
+    const void* r = c.p.residual ? residual.data() : nullptr;
+    const bool gemms = residual_of == ResidualOf::kGemm;
+    return gpu::LaunchNormGemm(config, x.data(), w.data(), c.p.bias ? bias.data() : nullptr,
+                               gemms ? r : nullptr, gemms ? nullptr : r, gamma, beta, c.p.eps,
+                               y.data(), c.p.rows, c.p.n, c.p.k, c.type, counters, programmatic,
+                               stream);
+  }
   // Poisons the output, runs `config` and returns the output with its guard band; expects
   // the counters zero again after it.
-  std::vector<std::uint16_t> Run(const Case& c, const NormGemmConfig& config, bool programmatic) {
+  std::vector<std::uint16_t> Run(const Case& c, const NormGemmConfig& config, bool programmatic,
+                                 ResidualOf residual_of = ResidualOf::kGemm) {
     y.Poison();
-    EXPECT_EQ(gpu::LaunchNormGemm(config, x.data(), w.data(), c.p.bias ? bias.data() : nullptr,
-                                  c.p.residual ? residual.data() : nullptr, gamma, beta, c.p.eps,
-                                  y.data(), c.p.rows, c.p.n, c.p.k, c.type, counters,
-                                  programmatic, nullptr),
-              cudaSuccess)
+    EXPECT_EQ(Launch(c, config, residual_of, programmatic, nullptr), cudaSuccess)
         << config.Describe(c.p.n);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << config.Describe(c.p.n);
     ExpectCountersZero(config.Describe(c.p.n));
     return y.Download();
   }
-  // Poisons the output and runs the plain split-K GEMM of `config` (the pre-norm sum alone).
-  std::vector<std::uint16_t> RunGemmAlone(const Case& c, const SkinnyGemmConfig& config) {
+  // Poisons the output and runs the plain split-K GEMM of `config` (the pre-norm sum alone,
+  // with the residual only where it is the GEMM's).
+  std::vector<std::uint16_t> RunGemmAlone(const Case& c, const SkinnyGemmConfig& config,
+                                          ResidualOf residual_of) {
     y.Poison();
+    const bool residual_in_gemm = c.p.residual && residual_of == ResidualOf::kGemm;
     EXPECT_EQ(gpu::LaunchSkinnyGemm(config, x.data(), w.data(), c.p.bias ? bias.data() : nullptr,
-                                    c.p.residual ? residual.data() : nullptr, y.data(), c.p.rows,
-                                    c.p.n, c.p.k, Activation::kNone, c.type, false, nullptr),
+                                    residual_in_gemm ? residual.data() : nullptr, y.data(),
+                                    c.p.rows, c.p.n, c.p.k, Activation::kNone, c.type, false,
+                                    nullptr),
               cudaSuccess)
         << config.Describe();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << config.Describe();
@@ -216,15 +238,24 @@ TEST(NormGemm, EveryShapeMatchesReference) {
         testing::ExpectMatches(device.Run(c, config, /*programmatic=*/false), c.reference, type,
                                p.n, Name(p, type) + ", " + config.Describe(p.n));
       }
+      // The cluster kernel never rounds the pre-norm sum, so the LayerNorm's residual joins
+      // it as the GEMM's does: the same reference.
+      if (!p.residual) continue;
+      const NormGemmConfig config{16, 4, 4};
+      if (gpu::NormGemmClusterSize(config, p.n) < 1) continue;
+      testing::ExpectMatches(device.Run(c, config, false, ResidualOf::kLayerNorm), c.reference,
+                             type, p.n, Name(p, type) + ", residual in the LayerNorm");
     }
   }
 }
 
 // The split-K schedule stores the pre-norm sum as the plain split-K GEMM of the same
 // configuration does (rounded to 16 bits, the same bits: same kernel, same order) and then
-// normalises what it stored; so its reference is the double LayerNorm of the plain GEMM's
-// output, whose own reference the split-K GEMM's tests hold. Every candidate configuration,
-// each problem the schedule takes (up to 128 rows, 1024 outputs), both 16-bit types.
+// normalises what it stored, with the LayerNorm's residual added in fp32 as the LayerNorm
+// kernel adds it; so its reference is the double LayerNorm of the plain GEMM's output (plus
+// that residual), whose own reference the split-K GEMM's tests hold. Every candidate
+// configuration, each problem the schedule takes (up to 128 rows, 1024 outputs), both 16-bit
+// types, the residual as either step's.
 TEST(NormGemm, SplitKNormalisesWhatItsGemmStores) {
   SKIP_WITHOUT_HOPPER("the split-K GEMM + LayerNorm schedule");
   int runs = 0;
@@ -233,15 +264,90 @@ TEST(NormGemm, SplitKNormalisesWhatItsGemmStores) {
       if (p.rows > gpu::kSkinnyGemmMaxRows || p.n > gpu::kSkinnyLayerNormMaxWidth) continue;
       const Case c(p, type);
       DeviceCase device(c);
-      for (const SkinnyGemmConfig& config : gpu::SkinnyGemmLayerNormCandidates(p.rows, p.n, p.k)) {
-        const std::vector<double> reference = LayerNormOf(device.RunGemmAlone(c, config), c);
-        testing::ExpectMatches(device.Run(c, NormGemmConfig::SplitK(config), false), reference,
-                               type, p.n, Name(p, type) + ", " + config.Describe());
-        ++runs;
+      for (const ResidualOf residual_of : {ResidualOf::kGemm, ResidualOf::kLayerNorm}) {
+        if (!p.residual && residual_of == ResidualOf::kLayerNorm) continue;
+        for (const SkinnyGemmConfig& config :
+             gpu::SkinnyGemmLayerNormCandidates(p.rows, p.n, p.k)) {
+          const std::vector<double> reference =
+              LayerNormOf(device.RunGemmAlone(c, config, residual_of), c, residual_of);
+          testing::ExpectMatches(
+              device.Run(c, NormGemmConfig::SplitK(config), false, residual_of), reference, type,
+              p.n,
+              Name(p, type) + ", " + config.Describe() +
+                  (residual_of == ResidualOf::kGemm ? "" : ", residual in the LayerNorm"));
+          ++runs;
+        }
       }
     }
   }
   EXPECT_GT(runs, 30) << "the problems should exercise the schedule";
+}
+
+// The candidates take the smallest X tile that holds the rows; the kernel takes any: 16 row
+// tiles of 8 at 128 rows (every counter), 32-row tiles, 64-row tiles over few rows, each
+// with one and two W row tiles a warp and clusters of 1 to 16.
+TEST(NormGemm, SplitKAtEveryRowTileSize) {
+  SKIP_WITHOUT_HOPPER("the split-K GEMM + LayerNorm schedule");
+  for (const Problem& p : {kProblems[5], kProblems[4], kProblems[1]}) {  // 128, 37, 3 rows
+    const Case c(p, ElemType::kBf16);
+    DeviceCase device(c);
+    for (const std::uint8_t m_tile : {8, 16, 32, 64}) {
+      for (const std::uint8_t row_tiles : {1, 2}) {
+        for (const std::uint8_t cluster : {1, 4, 16}) {
+          const SkinnyGemmConfig config{m_tile, row_tiles, 4, cluster};
+          if (cluster > (p.k + 127) / 128) continue;  // more blocks than K chunks: no work
+          const std::vector<double> reference =
+              LayerNormOf(device.RunGemmAlone(c, config, ResidualOf::kGemm), c, ResidualOf::kGemm);
+          testing::ExpectMatches(device.Run(c, NormGemmConfig::SplitK(config), false),
+                                 reference, c.type, p.n,
+                                 Name(p, c.type) + ", " + config.Describe());
+        }
+      }
+    }
+  }
+}
+
+// Launches that share the counters one after another on a stream, none waiting for the host
+// (programmatic, so each may start before the one before it ends), and the same captured in a
+// graph and replayed: each leaves the counters zero for the next, so every output is the
+// single launch's.
+TEST(NormGemm, SplitKBackToBackAndInAGraph) {
+  SKIP_WITHOUT_HOPPER("the split-K GEMM + LayerNorm schedule");
+  const Case c(kProblems[5], ElemType::kBf16);  // 128 rows: 2 to 16 row tiles
+  DeviceCase device(c);
+  auto stream = gpu::CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  cudaStream_t s = stream.value().get();
+  for (const SkinnyGemmConfig& split :
+       {SkinnyGemmConfig{8, 1, 4, 4}, SkinnyGemmConfig{64, 2, 4, 2}}) {
+    const NormGemmConfig config = NormGemmConfig::SplitK(split);
+    const std::vector<std::uint16_t> single = device.Run(c, config, false);
+    device.y.Poison();
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(device.Launch(c, config, ResidualOf::kGemm, /*programmatic=*/i > 0, s),
+                cudaSuccess);
+    }
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << split.Describe();
+    EXPECT_TRUE(device.y.Download() == single) << split.Describe() << ", back to back";
+    device.ExpectCountersZero(split.Describe() + ", back to back");
+
+    auto graph = gpu::CaptureGraph(s, [&]() -> Status {
+      for (int i = 0; i < 3; ++i) {
+        if (device.Launch(c, config, ResidualOf::kGemm, i > 0, s) != cudaSuccess) {
+          return Internal("launch " + std::to_string(i));
+        }
+      }
+      return Status::Ok();
+    });
+    ASSERT_TRUE(graph.ok()) << graph.status().message();
+    for (int replay = 0; replay < 3; ++replay) {
+      device.y.Poison();
+      ASSERT_EQ(cudaGraphLaunch(graph.value().get(), s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << split.Describe();
+      EXPECT_TRUE(device.y.Download() == single) << split.Describe() << ", replay " << replay;
+      device.ExpectCountersZero(split.Describe() + ", replay " + std::to_string(replay));
+    }
+  }
 }
 
 // Warps' partials meet in warp order and the blocks' row sums in rank order: the same launch
@@ -341,8 +447,8 @@ TEST(NormGemm, SupportsOnlyHopperSixteenBitWholeVectorsOfKAndRowsAClusterCovers)
 TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
   const auto launch = [](const NormGemmConfig& c, ElemType type, std::int64_t rows, std::int64_t n,
                          std::int64_t k) {
-    return gpu::LaunchNormGemm(c, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1e-5f,
-                               nullptr, rows, n, k, type, nullptr, false, nullptr);
+    return gpu::LaunchNormGemm(c, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                               1e-5f, nullptr, rows, n, k, type, nullptr, false, nullptr);
   };
   const NormGemmConfig good{16, 3, 4};
   EXPECT_EQ(launch(good, ElemType::kFp32, 4, 768, 768), cudaErrorInvalidValue);
@@ -362,8 +468,9 @@ TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch(split(8, 4), ElemType::kBf16, 4, 768, 768), cudaErrorInvalidValue);
   int counters[gpu::kNormGemmMaxRowTiles] = {};
   const auto launch_counted = [&](const NormGemmConfig& c, std::int64_t rows, std::int64_t n) {
-    return gpu::LaunchNormGemm(c, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1e-5f,
-                               nullptr, rows, n, 768, ElemType::kBf16, counters, false, nullptr);
+    return gpu::LaunchNormGemm(c, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                               1e-5f, nullptr, rows, n, 768, ElemType::kBf16, counters, false,
+                               nullptr);
   };
   EXPECT_EQ(launch_counted(split(64, 4), 129, 768), cudaErrorInvalidValue);
   EXPECT_EQ(launch_counted(split(0, 4), 4, 768), cudaErrorInvalidValue);
@@ -372,17 +479,27 @@ TEST(NormGemm, LauncherRefusesWhatItCannotRun) {
   // Directly: more row tiles than counters, a row wider than a warp's registers hold, a shape
   // the tail is not compiled for (unroll 8).
   EXPECT_EQ(gpu::LaunchSkinnyGemmLayerNorm({8, 1, 4, 1}, nullptr, nullptr, nullptr, nullptr,
-                                           nullptr, nullptr, 1e-5f, nullptr, 17, 768, 768,
+                                           nullptr, nullptr, nullptr, 1e-5f, nullptr, 17, 768, 768,
                                            ElemType::kBf16, counters, 2, false, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(gpu::LaunchSkinnyGemmLayerNorm({8, 1, 4, 1}, nullptr, nullptr, nullptr, nullptr,
-                                           nullptr, nullptr, 1e-5f, nullptr, 4, 1025, 768,
+                                           nullptr, nullptr, nullptr, 1e-5f, nullptr, 4, 1025, 768,
                                            ElemType::kBf16, counters, 16, false, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(gpu::LaunchSkinnyGemmLayerNorm({8, 1, 8, 1}, nullptr, nullptr, nullptr, nullptr,
-                                           nullptr, nullptr, 1e-5f, nullptr, 4, 768, 768,
+                                           nullptr, nullptr, nullptr, 1e-5f, nullptr, 4, 768, 768,
                                            ElemType::kBf16, counters, 16, false, nullptr),
             cudaErrorInvalidValue);
+  // Both steps' residuals: the plan never fuses such a pair (LayerNormFusableGemms), and which
+  // one would be rounded into the stored sum is not for the launcher to guess. (Refused before
+  // the pointers are used: any non-null one will do.)
+  const void* some = counters;
+  for (const NormGemmConfig& c : {good, split(8, 4)}) {
+    EXPECT_EQ(gpu::LaunchNormGemm(c, some, some, nullptr, some, some, nullptr, nullptr, 1e-5f,
+                                  counters, 4, 768, 768, ElemType::kBf16, counters, false, nullptr),
+              cudaErrorInvalidValue)
+        << c.Describe(768);
+  }
 }
 
 // Which (GEMM, LayerNorm) step pairs the kernel may take, on hand-made steps: pure bookkeeping,

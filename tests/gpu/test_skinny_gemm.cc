@@ -153,6 +153,41 @@ TEST(SkinnyGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch({8, 2, 8, 1}, ElemType::kBf16, 4, 64, 64), cudaErrorInvalidValue);
 }
 
+TEST(SkinnyGemm, CompiledShapesAreTheLaunchableOnes) {
+  int compiled = 0;
+  int with_tail = 0;
+  for (int m_tile = 1; m_tile <= 128; ++m_tile) {
+    for (int row_tiles = 1; row_tiles <= 3; ++row_tiles) {
+      for (int unroll : {2, 4, 8}) {
+        for (int cluster = 1; cluster <= 32; ++cluster) {
+          const SkinnyGemmConfig c{static_cast<std::uint8_t>(m_tile),
+                                   static_cast<std::uint8_t>(row_tiles),
+                                   static_cast<std::uint8_t>(unroll),
+                                   static_cast<std::uint8_t>(cluster)};
+          compiled += gpu::SkinnyGemmCompiled(c, false) ? 1 : 0;
+          with_tail += gpu::SkinnyGemmCompiled(c, true) ? 1 : 0;
+          // The tail's shapes are a subset of the plain kernel's.
+          if (gpu::SkinnyGemmCompiled(c, true)) {
+            EXPECT_TRUE(gpu::SkinnyGemmCompiled(c, false)) << c.Describe();
+          }
+        }
+      }
+    }
+  }
+  // 4 tiles × 2 shapes of unroll 4 + 3 tiles of unroll 8, each with 5 cluster sizes; the
+  // tail: the unroll-4 ones only.
+  EXPECT_EQ(compiled, (4 * 2 + 3) * 5);
+  EXPECT_EQ(with_tail, 4 * 2 * 5);
+  for (const int rows : {1, 9, 33, 128}) {
+    for (const SkinnyGemmConfig& c : gpu::SkinnyGemmCandidates(rows, 768, 3072)) {
+      EXPECT_TRUE(gpu::SkinnyGemmCompiled(c, false)) << c.Describe();
+    }
+    for (const SkinnyGemmConfig& c : gpu::SkinnyGemmLayerNormCandidates(rows, 768, 3072)) {
+      EXPECT_TRUE(gpu::SkinnyGemmCompiled(c, true)) << c.Describe();
+    }
+  }
+}
+
 TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   using gpu::GemmKernel;
   const GemmKernel kernels[] = {GemmKernel{},
@@ -181,7 +216,11 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
                           "small-batch 1", "skinny a b c d", "chain 3 1 1", "chain 2 2 1", "chain 2 1",
                           "chain 2 1 3", "chain 2 1 1 0", "norm 16 3", "norm 32 3 4", "norm 16 5 4",
                           "norm 16 0 4", "norm 16 3 2", "norm 16 3 4 1", "norm-split 8 1 4",
-                          "norm-split 8 1 4 0", "norm-split 8 1 4 4 1"}) {
+                          "norm-split 8 1 4 0", "norm-split 8 1 4 4 1",
+                          // Numbers in range but no compiled shape: a stale cache file's entries.
+                          "skinny 24 1 4 1", "skinny 8 3 4 1", "skinny 64 1 8 1", "skinny 8 1 4 3",
+                          "skinny 8 1 4 32", "norm-split 8 1 8 4", "norm-split 24 1 4 4",
+                          "norm-split 8 2 8 1"}) {
     EXPECT_FALSE(GemmKernel::FromText(bad).has_value()) << "'" << bad << "'";
   }
 }
