@@ -398,8 +398,8 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
           })) {
         continue;
       }
-      // "with-split-k": the candidates include the split-K schedule, so an answer cached before
-      // it was one is timed again rather than taken.
+      // "split-k-tiles": the candidates include the split-K schedule at every X tile up to the
+      // rows', so an answer cached before they did is timed again rather than taken.
       std::string alone_text = tuning.kernels[s][b].ToText();
       std::replace(alone_text.begin(), alone_text.end(), ' ', '_');  // a key is one word in the file
       const std::string key = "norm," + std::string(PrecisionName(options.precision)) +
@@ -408,7 +408,7 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
                               (gemm.bias_offset != kNoOffset ? ",bias" : "") +
                               (gemm.residual != plan::kNoValue ? ",residual" : "") +
                               (norm.residual != plan::kNoValue ? ",norm-residual" : "") +
-                              ",with-split-k,then=" +
+                              ",split-k-tiles,then=" +
                               alone_text + (always ? ",always" : ",auto");
       const std::vector<NormGemmConfig> candidates = NormGemmCandidates(rows, gemm.n, gemm.k);
       // A cached configuration this build no longer offers is timed again, not run.

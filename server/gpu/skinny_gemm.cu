@@ -428,21 +428,32 @@ bool SkinnyGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int
          in_features < (std::int64_t{1} << 30);
 }
 
+namespace {
+
+// Every compiled configuration with X tiles of `m_tile` rows (with the LayerNorm tail or
+// without) and a cluster no larger than K's chunks, appended to `out`.
+void AppendCandidates(std::uint8_t m_tile, bool layer_norm, std::int64_t in_features,
+                      std::vector<SkinnyGemmConfig>& out) {
+  const std::pair<int, int> shapes[] = {{1, 4}, {2, 4}, {1, 8}};  // (row_tiles, unroll)
+  for (const auto& [row_tiles, unroll] : shapes) {
+    const std::int64_t chunks = (in_features + kStep * unroll - 1) / (kStep * unroll);
+    for (int cluster = 1; cluster <= kMaxCluster && cluster <= chunks; cluster *= 2) {
+      const SkinnyGemmConfig config{m_tile, static_cast<std::uint8_t>(row_tiles),
+                                    static_cast<std::uint8_t>(unroll),
+                                    static_cast<std::uint8_t>(cluster)};
+      if (SkinnyGemmCompiled(config, layer_norm)) out.push_back(config);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<SkinnyGemmConfig> SkinnyGemmCandidates(std::int64_t rows, std::int64_t out_features,
                                                    std::int64_t in_features) {
   std::vector<SkinnyGemmConfig> candidates;
   if (rows < 1 || out_features < 1 || in_features < 1) return candidates;
-  const auto m_tile = static_cast<std::uint8_t>(MTileFor(rows));
-  const std::pair<int, int> shapes[] = {{1, 4}, {2, 4}, {1, 8}};  // (row_tiles, unroll)
-  for (const auto& [row_tiles, unroll] : shapes) {
-    if (unroll == 8 && m_tile > 32) continue;
-    const std::int64_t chunks = (in_features + kStep * unroll - 1) / (kStep * unroll);
-    for (int cluster = 1; cluster <= kMaxCluster && cluster <= chunks; cluster *= 2) {
-      candidates.push_back(SkinnyGemmConfig{m_tile, static_cast<std::uint8_t>(row_tiles),
-                                            static_cast<std::uint8_t>(unroll),
-                                            static_cast<std::uint8_t>(cluster)});
-    }
-  }
+  AppendCandidates(static_cast<std::uint8_t>(MTileFor(rows)), /*layer_norm=*/false, in_features,
+                   candidates);
   return candidates;
 }
 
@@ -466,9 +477,16 @@ std::vector<SkinnyGemmConfig> SkinnyGemmLayerNormCandidates(std::int64_t rows,
                                                             std::int64_t out_features,
                                                             std::int64_t in_features) {
   std::vector<SkinnyGemmConfig> candidates;
-  if (rows > kSkinnyGemmMaxRows || out_features > kSkinnyLayerNormMaxWidth) return candidates;
-  for (const SkinnyGemmConfig& c : SkinnyGemmCandidates(rows, out_features, in_features)) {
-    if (c.unroll == 4) candidates.push_back(c);
+  if (rows < 1 || rows > kSkinnyGemmMaxRows || out_features < 1 ||
+      out_features > kSkinnyLayerNormMaxWidth || in_features < 1) {
+    return candidates;
+  }
+  // Smaller X tiles than the rows need, too: each row tile's last cluster normalises its rows
+  // alone, so more tiles share the tail out (64 rows over as few as 4 warps is 8 round trips
+  // in series), for W read once more from the L2 per extra tile. Which wins is the timing's.
+  for (std::int64_t m_tile = 8; m_tile <= MTileFor(rows); m_tile *= 2) {
+    AppendCandidates(static_cast<std::uint8_t>(m_tile), /*layer_norm=*/true, in_features,
+                     candidates);
   }
   return candidates;
 }

@@ -72,9 +72,11 @@ cudaError_t LaunchSkinnyGemm(const SkinnyGemmConfig& config, const void* x, cons
 // warp each, the row held in registers.
 constexpr std::int64_t kSkinnyLayerNormMaxWidth = 1024;
 
-// The configurations worth timing for the GEMM with the LayerNorm tail: SkinnyGemmCandidates
-// of the shapes the tail is compiled for (unroll 4: K chunks of 128), none past
-// kSkinnyGemmMaxRows rows or kSkinnyLayerNormMaxWidth outputs.
+// The configurations worth timing for the GEMM with the LayerNorm tail: those of
+// SkinnyGemmCandidates in the shapes the tail is compiled for (unroll 4: K chunks of 128), at
+// the X tile SkinnyGemmCandidates takes and every smaller one (more row tiles, each
+// normalised by its own last cluster); none past kSkinnyGemmMaxRows rows or
+// kSkinnyLayerNormMaxWidth outputs.
 std::vector<SkinnyGemmConfig> SkinnyGemmLayerNormCandidates(std::int64_t rows,
                                                             std::int64_t out_features,
                                                             std::int64_t in_features);

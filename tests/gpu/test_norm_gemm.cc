@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -419,7 +420,21 @@ TEST(NormGemm, SplitKCandidatesAreTheSplitKGemmsUpTo128RowsAnd1024Outputs) {
   const auto tail = gpu::SkinnyGemmLayerNormCandidates(1, 768, 768);
   EXPECT_EQ(tail.size(), 6u);
   for (const SkinnyGemmConfig& c : tail) EXPECT_EQ(c.unroll, 4) << c.Describe();
+  // At 128 rows every X tile up to the 64 rows SkinnyGemmCandidates takes: 4 tiles × 2
+  // shapes × clusters of 1 to 16 (3072 / 128 = 24 chunks).
+  const auto at_128 = gpu::SkinnyGemmLayerNormCandidates(128, 768, 3072);
+  EXPECT_EQ(at_128.size(), 40u);
+  for (const std::uint8_t m_tile : {8, 16, 32, 64}) {
+    EXPECT_EQ(std::count_if(at_128.begin(), at_128.end(),
+                            [&](const SkinnyGemmConfig& c) { return c.m_tile == m_tile; }),
+              10)
+        << int{m_tile} << "-row tiles";
+  }
+  for (const SkinnyGemmConfig& c : gpu::SkinnyGemmLayerNormCandidates(9, 768, 768)) {
+    EXPECT_LE(c.m_tile, 16) << "9 rows: 16-row tiles and smaller";
+  }
   EXPECT_TRUE(gpu::SkinnyGemmLayerNormCandidates(129, 768, 768).empty());
+  EXPECT_TRUE(gpu::SkinnyGemmLayerNormCandidates(0, 768, 768).empty());
   EXPECT_TRUE(gpu::SkinnyGemmLayerNormCandidates(8, 1025, 768).empty());
   for (const NormGemmConfig& c : gpu::NormGemmCandidates(1, 768, 768)) {
     if (!c.split_k.has_value()) continue;
