@@ -120,12 +120,16 @@ if [[ ${RUN_NORM:-0} == 1 ]]; then
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 norm \
     > "$OUT/norm.md" 2> "$OUT/norm.log" || status=1
   cat "$OUT/norm.log" "$OUT/norm.md"
+  # NORM_PROFILE=0 leaves out the profile: every candidate of both schedules at 128 rows,
+  # about a hundred kernels under Nsight Compute.
+  if [[ ${NORM_PROFILE:-1} == 1 ]]; then
   ncu --profile-from-start off --clock-control none --print-units base --csv \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,sm__warps_active.avg.pct_of_peak_sustained_active \
     ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 norm-profile \
     > "$OUT/ncu_norm.csv" 2> "$OUT/ncu_norm.log" || status=1
   grep -E "profiled:|gpu__time|dram__|lts__|sm__warps" "$OUT/ncu_norm.csv" |
     sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $NF, $(NF-2), $0}' | cut -c1-120 | tail -60
+  fi
 fi
 if [[ ${RUN_NORM_STALLS:-0} == 1 ]]; then
   # Where one GEMM + LayerNorm launch's warps wait (the NORM_LAUNCH-th launch of the profile
@@ -236,7 +240,11 @@ if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv,noheader -lms 200 > "$OUT/encoder_clocks.csv" 2>&1 &
   sampler=$!
-  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \
+  # ENCODER_MAX_BATCH: the largest batch of sequences its tables reach (8: the short-batch
+  # tables only, a few minutes less); ENCODER_TIMEOUT_S: a time limit (0: none), the rows
+  # printed so far kept.
+  timeout "${ENCODER_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models "${ENCODER_MAX_BATCH:-128}" \
     > "$OUT/encoder.md" 2> "$OUT/encoder.log" || status=1
   kill "$sampler" 2>/dev/null
   cat "$OUT/encoder.log" "$OUT/encoder.md"
