@@ -464,7 +464,7 @@ int ProfileOnePass(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --gemm-search-ab | --pass-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --gemm-search-ab | --pass-ab | --chain-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -515,6 +515,14 @@ int main(int argc, char** argv) {
                            tokens.value(), std::span(batches).first(max_batch >= 8 ? 2 : 1),
                            kSeq) +
              PrintOptionAB("BERT-base layers, bf16, seq 8", KernelsInPassAB(), p, spec,
+                           tokens.value(), std::span(short_batches).first(max_batch >= 4 ? 3 : 1),
+                           8);
+    }
+    if (argc > 3 && std::string(argv[3]) == "--chain-ab") {
+      // The layer-chain kernel (either schedule) where the load times it faster, against never:
+      // it takes up to 32 rows, so the FFN pairs of one to four sequences of 8 tokens.
+      const std::int64_t short_batches[] = {1, 2, 4};
+      return PrintOptionAB("BERT-base layers, bf16, seq 8", LayerChainAB(), p, spec,
                            tokens.value(), std::span(short_batches).first(max_batch >= 4 ? 3 : 1),
                            8);
     }

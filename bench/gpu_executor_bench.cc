@@ -442,7 +442,7 @@ int BenchLoneAfterIdle(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | chain | norm | attention | layernorm | gemm-search | search-ab | pass-ab | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | chain | chain-ab | norm | attention | layernorm | gemm-search | search-ab | pass-ab | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -492,6 +492,17 @@ int main(int argc, char** argv) {
                          std::string(argv[3]) == "search-ab" ? GemmSearchAB() : KernelsInPassAB(),
                          plan, Fp32IoSpec("MLP 1024-4096-4096-1024 ReLU", *plan), std::nullopt,
                          batches, 0);
+  }
+  if (argc > 3 && std::string(argv[3]) == "chain-ab") {
+    // In the MLP's graphs at every bucket the layer-chain kernel may take: where the load
+    // times it faster (either schedule) against never.
+    auto module = torch::jit::load(dir + "/mlp.pt");
+    auto plan = Lower(module);
+    if (plan == nullptr || !plan->Validate().ok()) return 1;
+    const std::int64_t batches[] = {1, 2, 4, 8, 16, 32};
+    return PrintOptionAB("MLP 1024-4096-4096-1024 ReLU, FP32 in and out", LayerChainAB(), plan,
+                         Fp32IoSpec("MLP 1024-4096-4096-1024 ReLU", *plan), std::nullopt, batches,
+                         0);
   }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");

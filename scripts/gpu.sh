@@ -42,6 +42,9 @@ fi
 
 if [[ ${RUN_GPU_TESTS:-1} == 1 ]]; then
   echo "== GPU tests (${SECONDS} s)"
+  # GPU_TEST_TIMEOUT_S (0: none) bounds the tests, so that a kernel that never finishes (the
+  # persistent kernels' blocks wait on each other's flags) costs the run only that step.
+  timeout "${GPU_TEST_TIMEOUT_S:-0}" \
   ./build-gpu-only/tests/gpu/test_gpu_executor ${GPU_TEST_FILTER:+--gtest_filter=$GPU_TEST_FILTER} \
     > "$OUT/test_gpu_executor.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |relative error|gelu_epilogue|Failure|error:" \
@@ -88,19 +91,30 @@ if [[ ${RUN_SKINNY:-0} == 1 ]]; then
     sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $(NF-2), $NF}' | tail -120
 fi
 if [[ ${RUN_CHAIN:-0} == 1 ]]; then
-  # The layer-chain kernel alone: its table against the layers one kernel each, then each
+  # The layer-chain kernel alone: its table against the layers one kernel each (both
+  # schedules), the MLP's pass and BERT-base's at 1–4 sequences of 8 tokens with
+  # layer_chain_kernel auto against off, then each
   # configuration once under Nsight Compute (time, DRAM traffic and throughput, L2 hit rate,
-  # warps active) on the MLP at 1 and 32 rows.
+  # warps active) on the MLP at 1 and 32 rows (CHAIN_PROFILE=0 leaves that out).
+  # CHAIN_TIMEOUT_S (0: none) bounds each of the two benchmark runs.
   echo "== layer-chain kernel (${SECONDS} s)"
-  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain \
+  timeout "${CHAIN_TIMEOUT_S:-0}" ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain \
     > "$OUT/chain.md" 2> "$OUT/chain.log" || status=1
   cat "$OUT/chain.log" "$OUT/chain.md"
-  ncu --profile-from-start off --clock-control none --print-units base --csv \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,sm__warps_active.avg.pct_of_peak_sustained_active \
-    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain-profile \
-    > "$OUT/ncu_chain.csv" 2> "$OUT/ncu_chain.log" || status=1
-  grep -E "profiled:|gpu__time|dram__|lts__|sm__warps" "$OUT/ncu_chain.csv" |
-    sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $NF, $(NF-2), $0}' | cut -c1-200 | tail -80
+  timeout "${CHAIN_TIMEOUT_S:-0}" ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain-ab \
+    > "$OUT/chain_ab.md" 2> "$OUT/chain_ab.log" || status=1
+  timeout "${CHAIN_TIMEOUT_S:-0}" ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 4 --chain-ab \
+    >> "$OUT/chain_ab.md" 2>> "$OUT/chain_ab.log" || status=1
+  grep -iE "layer-chain|chain ring|chain," "$OUT/chain_ab.log" | head -20
+  cat "$OUT/chain_ab.md"
+  if [[ ${CHAIN_PROFILE:-1} == 1 ]]; then
+    ncu --profile-from-start off --clock-control none --print-units base --csv \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,sm__warps_active.avg.pct_of_peak_sustained_active \
+      ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain-profile \
+      > "$OUT/ncu_chain.csv" 2> "$OUT/ncu_chain.log" || status=1
+    grep -E "profiled:|gpu__time|dram__|lts__|sm__warps" "$OUT/ncu_chain.csv" |
+      sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $NF, $(NF-2), $0}' | cut -c1-200 | tail -80
+  fi
 fi
 if [[ ${RUN_CHAIN_STALLS:-0} == 1 ]]; then
   # Where one layer-chain launch's warps wait (MLP, 1 row, the CHAIN_LAUNCH-th configuration of

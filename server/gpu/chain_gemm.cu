@@ -33,109 +33,37 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "gpu/chain_gemm.h"
+#include "gpu/chain_internal.cuh"
 #include "gpu/kernels_device.cuh"
 #include "gpu/tensor_core_device.cuh"
 
 namespace ltserve::gpu {
 namespace {
 
+using chain::ChainArgs;
+using chain::kGroup;
+using chain::kStep;
+using chain::kVector;
+using chain::LayerArgs;
+
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kGroup = 16;   // outputs per unit: one mma tile of W rows
-constexpr int kVector = 8;   // 16-bit elements per 16-byte load
-constexpr int kStep = 32;    // K per pair of mmas
 constexpr int kChunk = 128;  // K per register load of W
 constexpr int kStepsPerChunk = kChunk / kStep;
 constexpr int kPossibleUnitsPerWarp[] = {1, 2, 4};
 constexpr int kPossibleBlocksPerSm[] = {1, 2};
 
-struct LayerArgs {
-  const void* weight;
-  const void* bias;
-  const void* residual;
-  void* output;
-  int n;
-  int k;
-  int groups;
-  int slices;
-  int slice_k;
-  int first_unit;      // the chain-wide number of its first unit
-  int sync_offset;     // its counters [groups], then its ready flags [groups], in ChainArgs::sync
-  long long partial_offset;  // floats into ChainArgs::partials: [slices][rows][n]
-  plan::Activation act;
-};
-
-struct ChainArgs {
-  LayerArgs layer[kChainMaxLayers];
-  const void* input;
-  float* partials;
-  int* sync;  // [0]: blocks finished; then per layer counters and flags
-  int sync_ints;
-  int layers;
-  int rows;
-  int total_units;
-  int prefetch;
-};
-
-// How one layer is cut: groups of 16 outputs, slices of K (whole chunks), as many units
-// as `units_target` asks for where K allows.
-struct Division {
-  std::int64_t groups;
-  std::int64_t slices;
-  std::int64_t slice_k;
-};
-
-Division Divide(std::int64_t n, std::int64_t k, std::int64_t units_target) {
-  const std::int64_t groups = (n + kGroup - 1) / kGroup;
-  const std::int64_t chunks = (k + kChunk - 1) / kChunk;
-  const std::int64_t slices_wanted = std::max<std::int64_t>(1, (units_target + groups - 1) / groups);
-  const std::int64_t slice_chunks = std::max<std::int64_t>(1, (chunks + slices_wanted - 1) / slices_wanted);
-  return Division{groups, (chunks + slice_chunks - 1) / slice_chunks, slice_chunks * kChunk};
-}
-
-std::size_t SyncBytes(const ChainLayer* layers, std::size_t count) {
-  std::size_t ints = 1;
-  for (std::size_t l = 0; l < count; ++l) {
-    ints += 2 * static_cast<std::size_t>((layers[l].out_features + kGroup - 1) / kGroup);
-  }
-  return (ints * sizeof(int) + 255) / 256 * 256;
-}
-
-std::size_t PartialBytes(const ChainLayer* layers, std::size_t count, std::int64_t units_target) {
-  std::size_t bytes = 0;
-  for (std::size_t l = 0; l < count; ++l) {
-    const Division d = Divide(layers[l].out_features, layers[l].in_features, units_target);
-    if (d.slices > 1) {
-      bytes += static_cast<std::size_t>(d.slices * kChainMaxRows * layers[l].out_features) *
-               sizeof(float);
-    }
-  }
-  return bytes;
+// The warp schedule's units: slices of whole 128-K chunks, as many as K allows.
+std::size_t WarpPartialBytes(const ChainLayer* layers, std::size_t count,
+                             std::int64_t units_target) {
+  return chain::PartialBytes(layers, count, units_target, kChunk, std::int64_t{1} << 30);
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-__device__ __forceinline__ int LoadRelaxed(const int* p) {
-  int v;
-  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void StoreRelease(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-// Which layer chain-wide unit `unit` belongs to, and its number within the layer.
-__device__ __forceinline__ int LayerOf(const ChainArgs& a, int unit) {
-  int l = 0;
-  while (l + 1 < a.layers && unit >= a.layer[l + 1].first_unit) ++l;
-  return l;
-}
+using chain::LayerOf;
 
 // One bulk L2 prefetch per W row of the unit (lane i: row i of the group).
 __device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit, int lane) {
@@ -211,18 +139,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
     wait_prior();
 
     // The groups of the previous layer whose outputs are this slice of K, a lane each.
-    if (l > 0) {
-      const LayerArgs& P = args.layer[l - 1];
-      const int first = k0 / kGroup;
-      const int count = (k1 - 1) / kGroup - first + 1;
-      const int* flags = args.sync + P.sync_offset + P.groups + first;
-      // Relaxed polls, one fence after: an acquire per poll, thousands of warps polling,
-      // would order every poll against the SM's other loads.
-      for (int i = lane; i < count; i += 32) {
-        while (LoadRelaxed(flags + i) == 0) __nanosleep(64);
-      }
-      __threadfence();
-    }
+    chain::WaitForInputs(args, l, k0, k1, lane, 32);
     __syncwarp();
 
     // Rows past `rows` and K past k1 read as zeros: W is zero there too, but 0 × garbage
@@ -266,15 +183,6 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
 
     // Accumulator element e of tile i is Yᵀ[output n0 + g (+8 for e >= 2)][row 8i + 2t (+1 for
     // odd e)].
-    const auto* bias = static_cast<const T*>(L.bias);
-    const auto* residual = static_cast<const T*>(L.residual);
-    auto* y = static_cast<T*>(L.output);
-    const auto finish_output = [&](int m, int n, float v) {
-      const long long out = static_cast<long long>(m) * L.n + n;
-      if (bias != nullptr) v += Load(bias, n);
-      if (residual != nullptr) v += Load(residual, out);
-      Store(y, out, Activate(L.act, v));
-    };
     if (L.slices == 1) {
 #pragma unroll
       for (int i = 0; i < kNTiles; ++i) {
@@ -282,20 +190,17 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
         for (int e = 0; e < 4; ++e) {
           const int n = n0 + g + (e >= 2 ? 8 : 0);
           const int m = i * 8 + 2 * t + (e & 1);
-          if (m < rows && n < L.n) finish_output(m, n, acc[i][e]);
+          if (m < rows && n < L.n) chain::FinishOutput<T>(L, m, n, acc[i][e]);
         }
       }
     } else {
-      float* partials = args.partials + L.partial_offset;
 #pragma unroll
       for (int i = 0; i < kNTiles; ++i) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int n = n0 + g + (e >= 2 ? 8 : 0);
           const int m = i * 8 + 2 * t + (e & 1);
-          if (m < rows && n < L.n) {
-            __stcg(partials + (static_cast<long long>(slice) * rows + m) * L.n + n, acc[i][e]);
-          }
+          if (m < rows && n < L.n) __stcg(chain::PartialAt(args, L, slice, m, n), acc[i][e]);
         }
       }
       __threadfence();
@@ -305,73 +210,42 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
       last = __shfl_sync(0xffffffffu, last, 0);
       if (last == 0) continue;
       __threadfence();  // the other slices' partial sums are visible below
-      // The group's rows × 16 outputs, a lane each at a time; every slice's loads in flight
-      // together, summed in slice order.
-      constexpr int kBatch = 8;
+      // The group's rows × 16 outputs, a lane each at a time.
       for (int o = lane; o < rows * kGroup; o += 32) {
         const int m = o / kGroup;
         const int n = n0 + o % kGroup;
-        if (n >= L.n) continue;
-        const float* p = partials + static_cast<long long>(m) * L.n + n;
-        const long long slice_stride = static_cast<long long>(rows) * L.n;
-        float v = 0.f;
-        for (int s0 = 0; s0 < L.slices; s0 += kBatch) {
-          float part[kBatch];
-#pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            part[b] = s0 + b < L.slices ? __ldcg(p + (s0 + b) * slice_stride) : 0.f;
-          }
-#pragma unroll
-          for (int b = 0; b < kBatch; ++b) v += part[b];
-        }
-        finish_output(m, n, v);
+        if (n < L.n) chain::FinishOutput<T>(L, m, n, chain::SumSlices(args, L, m, n));
       }
     }
     __threadfence();
     __syncwarp();
-    if (lane == 0) StoreRelease(args.sync + L.sync_offset + L.groups + group, 1);
+    if (lane == 0) chain::StoreRelease(args.sync + L.sync_offset + L.groups + group, 1);
   }
 
   wait_prior();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    block_is_last = atomicAdd(args.sync, 1) == static_cast<int>(gridDim.x) - 1;
-  }
-  __syncthreads();
-  if (block_is_last != 0) {
-    // Every other block has finished every unit: nobody reads a counter or flag any more.
-    for (int i = 1 + threadIdx.x; i < args.sync_ints; i += kThreads) args.sync[i] = 0;
-    if (threadIdx.x == 0) args.sync[0] = 0;
-  }
+  chain::ResetWhenLastBlock(args, &block_is_last);
 #endif
 }
 
 template <typename T, int kNTiles>
 cudaError_t LaunchTyped(const ChainArgs& args, int blocks, bool programmatic,
                         cudaStream_t stream) {
-  const auto kernel = ChainGemmKernel<T, kNTiles>;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attributes[2]{};
-  // Blocks wait on each other's flags: every block must be resident at once.
-  attributes[0].id = cudaLaunchAttributeCooperative;
-  attributes[0].val.cooperative = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attributes;
-  config.numAttrs = programmatic ? 2 : 1;
-  return cudaLaunchKernelEx(&config, kernel, args);
+  return chain::LaunchCooperative(ChainGemmKernel<T, kNTiles>, args, blocks, kThreads, 0,
+                                  programmatic, stream);
 }
 
 }  // namespace
 
 std::string ChainGemmConfig::Describe() const {
-  return "chain, " + std::to_string(units_per_warp) + " unit" +
-         (units_per_warp == 1 ? "" : "s") + " a warp, " + std::to_string(blocks_per_sm) +
-         (blocks_per_sm == 1 ? " block" : " blocks") + " an SM" + (prefetch ? ", L2 prefetch" : "");
+  const std::string units = std::to_string(units_per_worker) + " unit" +
+                            (units_per_worker == 1 ? "" : "s");
+  const std::string blocks = std::to_string(blocks_per_sm) +
+                             (blocks_per_sm == 1 ? " block" : " blocks") + " an SM";
+  if (ring()) {
+    return "chain ring, " + std::to_string(ring_stages) + " stages, " + blocks + ", " + units +
+           " a block";
+  }
+  return "chain, " + units + " a warp, " + blocks + (prefetch ? ", L2 prefetch" : "");
 }
 
 bool ChainGemmSupports(int sm_major, ElemType type, std::int64_t rows, const ChainLayer* layers,
@@ -404,73 +278,53 @@ std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows) {
       }
     }
   }
+  // The ring: two blocks an SM with 2 or 4 stages, or three with 2, where they fit.
+  for (const auto& [blocks, stages] : {std::pair{2, 2}, {2, 4}, {3, 2}}) {
+    if (!chain::RingFits(rows, blocks, stages)) continue;
+    for (const int units : {1, 2}) {
+      candidates.push_back(ChainGemmConfig{static_cast<std::uint8_t>(units), false,
+                                           static_cast<std::uint8_t>(blocks),
+                                           static_cast<std::uint8_t>(stages)});
+    }
+  }
   return candidates;
 }
 
 std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count) {
-  std::size_t partials = 0;
+  std::size_t partials = chain::RingPartialBytes(layers, layer_count, sm_count);
   for (const int blocks : kPossibleBlocksPerSm) {
     for (const int units : kPossibleUnitsPerWarp) {
-      partials = std::max(partials, PartialBytes(layers, layer_count,
-                                                 static_cast<std::int64_t>(sm_count) * blocks * kWarps * units));
+      partials = std::max(partials, WarpPartialBytes(layers, layer_count,
+                                                     std::int64_t{sm_count} * blocks * kWarps * units));
     }
   }
-  return SyncBytes(layers, layer_count) + partials;
+  return chain::SyncBytes(layers, layer_count) + partials;
 }
 
 cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
                             const ChainLayer* layers, std::size_t layer_count, std::int64_t rows,
                             ElemType type, void* scratch, std::size_t scratch_bytes,
                             int sm_count, bool programmatic, cudaStream_t stream) {
-  const bool units_ok = std::find(std::begin(kPossibleUnitsPerWarp), std::end(kPossibleUnitsPerWarp),
-                                  config.units_per_warp) != std::end(kPossibleUnitsPerWarp);
-  const bool blocks_ok =
-      config.blocks_per_sm == 1 || (config.blocks_per_sm == 2 && rows <= kChainTwoBlocksMaxRows);
-  if (!ChainGemmSupports(9, type, rows, layers, layer_count) || !units_ok || !blocks_ok ||
-      sm_count < 1 || input == nullptr || scratch == nullptr) {
+  if (!ChainGemmSupports(9, type, rows, layers, layer_count) || sm_count < 1 ||
+      input == nullptr || scratch == nullptr) {
     return cudaErrorInvalidValue;
+  }
+  const std::vector<ChainGemmConfig> offered = ChainGemmCandidates(rows);
+  if (std::find(offered.begin(), offered.end(), config) == offered.end()) {
+    return cudaErrorInvalidValue;
+  }
+  if (config.ring()) {
+    return chain::LaunchRing(config, input, layers, layer_count, rows, type, scratch,
+                             scratch_bytes, sm_count, programmatic, stream);
   }
   const int blocks = sm_count * config.blocks_per_sm;
-  const std::int64_t units_target = static_cast<std::int64_t>(blocks) * kWarps * config.units_per_warp;
-  const std::size_t sync_bytes = SyncBytes(layers, layer_count);
-  if (sync_bytes + PartialBytes(layers, layer_count, units_target) > scratch_bytes) {
+  ChainArgs args;
+  if (!chain::BuildArgs(input, layers, layer_count, rows, scratch, scratch_bytes,
+                        std::int64_t{blocks} * kWarps * config.units_per_worker, kChunk,
+                        std::int64_t{1} << 30, &args)) {
     return cudaErrorInvalidValue;
   }
-  ChainArgs args{};
-  args.input = input;
-  args.sync = static_cast<int*>(scratch);
-  args.sync_ints = static_cast<int>(sync_bytes / sizeof(int));
-  args.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + sync_bytes);
-  args.layers = static_cast<int>(layer_count);
-  args.rows = static_cast<int>(rows);
   args.prefetch = config.prefetch ? 1 : 0;
-  std::int64_t units = 0;
-  std::int64_t sync_offset = 1;
-  std::int64_t partial_offset = 0;
-  for (std::size_t l = 0; l < layer_count; ++l) {
-    const ChainLayer& layer = layers[l];
-    if (layer.weight == nullptr || layer.output == nullptr) return cudaErrorInvalidValue;
-    const Division d = Divide(layer.out_features, layer.in_features, units_target);
-    LayerArgs& a = args.layer[l];
-    a.weight = layer.weight;
-    a.bias = layer.bias;
-    a.residual = layer.residual;
-    a.output = layer.output;
-    a.n = static_cast<int>(layer.out_features);
-    a.k = static_cast<int>(layer.in_features);
-    a.groups = static_cast<int>(d.groups);
-    a.slices = static_cast<int>(d.slices);
-    a.slice_k = static_cast<int>(d.slice_k);
-    a.first_unit = static_cast<int>(units);
-    a.sync_offset = static_cast<int>(sync_offset);
-    a.partial_offset = partial_offset;
-    a.act = layer.act;
-    units += d.groups * d.slices;
-    sync_offset += 2 * d.groups;
-    if (d.slices > 1) partial_offset += d.slices * kChainMaxRows * layer.out_features;
-  }
-  if (units >= (std::int64_t{1} << 30)) return cudaErrorInvalidValue;
-  args.total_units = static_cast<int>(units);
   const auto launch = [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
     if (rows <= 8) return LaunchTyped<T, 1>(args, blocks, programmatic, stream);

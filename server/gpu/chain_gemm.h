@@ -5,7 +5,8 @@
 // grid (one or two blocks an SM) works through every layer's units, and starts loading a
 // layer's weights before the layer before it has finished: it waits only for the few columns
 // of input its slice of K needs, flagged ready by whichever warp finished them, not for the
-// whole layer or a new launch.
+// whole layer or a new launch. In the ring schedule (chain_ring.cu) the weights are streamed
+// instead by one producer warp a block, ahead of the consumers, across layer boundaries.
 //
 // Hopper (sm_90) and newer; 16-bit storage only (bf16/fp16 tensor cores); every in_features
 // a multiple of 8 (16-byte loads). Whether it runs a model's layers at a bucket is chosen by
@@ -41,26 +42,37 @@ struct ChainLayer {
   plan::Activation act = plan::Activation::kNone;
 };
 
-// How one launch divides the work. A unit is 16 outputs of one layer over one slice of its
-// K, run by one warp; each layer is cut into about `units_per_warp` units per warp of the grid
-// (K sliced where the layer has fewer output groups than that). `prefetch`: a warp asks the
-// L2 for its next unit's weights when it starts a unit, so DRAM keeps streaming while it waits
-// for inputs or reduces partial sums. `blocks_per_sm`: 2 doubles the warps (up to 16 rows,
-// where two blocks' registers fit).
+// How one launch divides the work, in one of two schedules. A unit is 16 outputs of one layer
+// over one slice of its K; each layer is cut into about `units_per_worker` units per worker of
+// the grid (K sliced where the layer has fewer output groups than that).
+//
+// Warp schedule (`ring_stages` 0): every warp is a worker and loads its own weights into
+// registers, a 128-K chunk ahead. `prefetch`: a warp asks the L2 for its next unit's weights
+// when it starts a unit, so DRAM keeps streaming while it waits for inputs or reduces partial
+// sums. `blocks_per_sm`: 2 doubles the warps (up to 16 rows, where two blocks' registers fit).
+//
+// Ring schedule (`ring_stages` 2 or 4): every block is a worker. One producer warp a block
+// streams its units' weights with bulk copies into a ring of `ring_stages` shared-memory stages
+// of 16 rows × 512 K, running ahead across units and layers (weights depend on nothing), and
+// four consumer warps wait only for full stages and for the input columns they read.
+// `blocks_per_sm` 2 or 3 (one producer each); no `prefetch` (the ring is the prefetch).
 struct ChainGemmConfig {
-  std::uint8_t units_per_warp = 1;  // 1, 2 or 4
+  std::uint8_t units_per_worker = 1;  // 1, 2 or 4 (warp schedule); 1 or 2 (ring)
   bool prefetch = true;
-  std::uint8_t blocks_per_sm = 1;    // 1 or 2
+  std::uint8_t blocks_per_sm = 1;  // 1 or 2 (warp schedule); 2 or 3 (ring)
+  std::uint8_t ring_stages = 0;    // 0: the warp schedule
 
-  // For the load log: "chain, 2 units a warp, 1 block an SM, L2 prefetch".
+  bool ring() const { return ring_stages != 0; }
+  // For the load log: "chain, 2 units a warp, 1 block an SM, L2 prefetch" or "chain ring,
+  // 2 stages, 3 blocks an SM, 1 unit a block".
   std::string Describe() const;
   friend bool operator==(const ChainGemmConfig& a, const ChainGemmConfig& b) {
-    return a.units_per_warp == b.units_per_warp && a.prefetch == b.prefetch &&
-           a.blocks_per_sm == b.blocks_per_sm;
+    return a.units_per_worker == b.units_per_worker && a.prefetch == b.prefetch &&
+           a.blocks_per_sm == b.blocks_per_sm && a.ring_stages == b.ring_stages;
   }
 };
 
-// Rows up to which two blocks an SM fit.
+// Rows up to which two blocks an SM fit (warp schedule).
 constexpr std::int64_t kChainTwoBlocksMaxRows = 16;
 
 // Whether the kernel can run these layers at `rows` on a device of compute capability
@@ -69,7 +81,7 @@ constexpr std::int64_t kChainTwoBlocksMaxRows = 16;
 bool ChainGemmSupports(int sm_major, ElemType type, std::int64_t rows,
                        const ChainLayer* layers, std::size_t layer_count);
 
-// The configurations worth timing at `rows`.
+// The configurations worth timing at `rows`: every one of both schedules that fits.
 std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows);
 
 // Device memory one instance needs for launches on these layer shapes (partial sums of the K
@@ -78,8 +90,8 @@ std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows);
 std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count);
 
 // Enqueues the layers on `stream` as one cooperative launch of `sm_count` × blocks_per_sm
-// blocks. Returns
-// cudaErrorInvalidValue for what ChainGemmSupports refuses or a scratch smaller than
+// blocks. Returns cudaErrorInvalidValue for what ChainGemmSupports refuses, a configuration
+// ChainGemmCandidates does not offer at `rows` or a scratch smaller than
 // ChainGemmScratchBytes, else the launch's error. One launch at a time per scratch.
 // `programmatic`: its first weight loads issued before waiting for the kernel before it.
 cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,

@@ -1,6 +1,8 @@
 #include "gpu/gemm_kernel.h"
 
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 namespace ltserve::gpu {
 namespace {
@@ -30,7 +32,11 @@ std::string GemmKernel::ToText() const {
     case Kind::kSmallBatch: return "small-batch";
     case Kind::kSkinny: return "skinny " + SkinnyNumbers(skinny);
     case Kind::kChain:
-      return "chain " + std::to_string(chain.units_per_warp) + " " + (chain.prefetch ? "1" : "0") +
+      if (chain.ring()) {
+        return "chain-ring " + std::to_string(chain.units_per_worker) + " " +
+               std::to_string(chain.ring_stages) + " " + std::to_string(chain.blocks_per_sm);
+      }
+      return "chain " + std::to_string(chain.units_per_worker) + " " + (chain.prefetch ? "1" : "0") +
              " " + std::to_string(chain.blocks_per_sm);
     case Kind::kNormGemm:
       if (norm.split_k.has_value()) return "norm-split " + SkinnyNumbers(*norm.split_k);
@@ -60,18 +66,31 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
       kernel.kind = Kind::kNormGemm;
       kernel.norm = NormGemmConfig::SplitK(*config);
     }
-  } else if (word == "chain") {
+  } else if (word == "chain" || word == "chain-ring") {
+    const bool ring = word == "chain-ring";
     int units = 0;
-    int prefetch = -1;
+    int second = -1;  // prefetch (0 or 1), or the ring's stages
     int blocks = 0;
-    in >> units >> prefetch >> blocks;
-    if (!in || (units != 1 && units != 2 && units != 4) || (prefetch != 0 && prefetch != 1) ||
-        (blocks != 1 && blocks != 2)) {
+    in >> units >> second >> blocks;
+    if (!in || units < 1 || units > 255 || second < 0 || second > 255 || blocks < 1 ||
+        blocks > 255) {
+      return std::nullopt;
+    }
+    const ChainGemmConfig config =
+        ring ? ChainGemmConfig{static_cast<std::uint8_t>(units), false,
+                               static_cast<std::uint8_t>(blocks), static_cast<std::uint8_t>(second)}
+             : ChainGemmConfig{static_cast<std::uint8_t>(units), second == 1,
+                               static_cast<std::uint8_t>(blocks)};
+    // Only what some bucket offers: a cache file may predate a change to the candidates.
+    const std::vector<ChainGemmConfig> offered = ChainGemmCandidates(1);
+    const std::vector<ChainGemmConfig> offered_wide = ChainGemmCandidates(kChainMaxRows);
+    if ((!ring && second > 1) || (ring && second == 0) || (std::find(offered.begin(), offered.end(), config) == offered.end() &&
+                                  std::find(offered_wide.begin(), offered_wide.end(), config) ==
+                                      offered_wide.end())) {
       return std::nullopt;
     }
     kernel.kind = Kind::kChain;
-    kernel.chain = ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch == 1,
-                                   static_cast<std::uint8_t>(blocks)};
+    kernel.chain = config;
   } else if (word == "norm") {
     int m_tile = 0;
     int col_tiles = 0;

@@ -65,11 +65,6 @@ struct Shape {
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Component i of a 16-byte vector: the pair of 16-bit values at slots 2i, 2i + 1.
-__device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
 // The sum of `v` over a warp's lanes, the same tree for every warp (and so the same bits).
 __device__ __forceinline__ float WarpSum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

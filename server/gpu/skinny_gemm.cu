@@ -62,13 +62,6 @@ struct Shape {
   static_assert(kSmemBytes <= 48 * 1024, "static shared memory");
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Component i of a 16-byte vector: the pair of 16-bit values at slots 2i, 2i + 1.
-__device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-#endif
-
 // What the kernel does after the GEMM: bias, residual (the types of x) and activation before
 // the store and, with row_tile_counters, the LayerNorm tail.
 struct Epilogue {

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 
+#include "gpu/bulk_copy_device.cuh"
 #include "gpu/cluster_launch.cuh"
 #include "gpu/kernels_device.cuh"
 #include "gpu/streamed_gemm.h"
@@ -70,55 +71,6 @@ struct Layout {
   __host__ __device__ int Bytes() const { return SumOffset() + max_tiles * tile_floats * 4; }
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ unsigned SharedAddress(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void BarrierInit(std::uint64_t* barrier, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SharedAddress(barrier)),
-               "r"(count)
-               : "memory");
-}
-// One arrival that also announces `bytes` of bulk copies completing on this phase.
-__device__ __forceinline__ void BarrierArriveExpecting(std::uint64_t* barrier, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                   SharedAddress(barrier)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void BarrierArrive(std::uint64_t* barrier) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SharedAddress(barrier))
-               : "memory");
-}
-__device__ __forceinline__ void BarrierWait(std::uint64_t* barrier, unsigned parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n"
-      "}\n" ::"r"(SharedAddress(barrier)),
-      "r"(parity)
-      : "memory");
-}
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to this block's
-// shared memory by the copy engine, counted against `barrier`'s current phase.
-__device__ __forceinline__ void BulkCopy(void* dst, const void* src, unsigned bytes,
-                                         std::uint64_t* barrier) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          SharedAddress(dst)),
-      "l"(src), "r"(bytes), "r"(SharedAddress(barrier))
-      : "memory");
-}
-// The four consumer warps only (the producer may be elsewhere in its loop).
-__device__ __forceinline__ void ConsumersSync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
-}
-__device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-#endif
 
 template <typename T, int kNTiles>
 __global__ void __launch_bounds__(kThreads)
@@ -157,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
       BarrierInit(&full[s], 1);
       BarrierInit(&empty[s], kConsumerWarps * 32);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    FenceBarrierInit();
   }
   __syncthreads();
 
@@ -210,7 +162,7 @@ __global__ void __launch_bounds__(kThreads)
           *reinterpret_cast<const uint4*>(x + static_cast<std::int64_t>(m) * k_total + k_begin +
                                           v * kVector);
     }
-    ConsumersSync();
+    ConsumersSync<kConsumerWarps * 32>();
 
     const int g = lane / 4;
     const int t = lane % 4;
@@ -226,24 +178,9 @@ __global__ void __launch_bounds__(kThreads)
       const std::uint16_t* stage = ring + s * kTileRows * kStageStride;
       for (int step = warp; step * kStep < len; step += kConsumerWarps) {
         const int k = step * kStep + t * kVector;
-        const bool valid = k < len;  // K is whole vectors: a vector is all in or all out
-        const uint4 zero{0u, 0u, 0u, 0u};
-        const uint4 w_lo = valid ? *reinterpret_cast<const uint4*>(stage + g * kStageStride + k) : zero;
-        const uint4 w_hi =
-            valid ? *reinterpret_cast<const uint4*>(stage + (g + 8) * kStageStride + k) : zero;
-#pragma unroll
-        for (int i = 0; i < kNTiles; ++i) {
-          const int m = i * 8 + g;
-          const uint4 xv = valid && m < rows
-                               ? *reinterpret_cast<const uint4*>(xs + m * layout.x_stride + k0 + k)
-                               : zero;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const std::uint32_t a[4] = {SlotPair(w_lo, 2 * h), SlotPair(w_hi, 2 * h),
-                                        SlotPair(w_lo, 2 * h + 1), SlotPair(w_hi, 2 * h + 1)};
-            Mma<T>::Run(acc[i], a, SlotPair(xv, 2 * h), SlotPair(xv, 2 * h + 1));
-          }
-        }
+        // K is whole vectors: a vector is all in or all out.
+        MmaStepFromShared<T, kNTiles>(acc, stage, kStageStride, xs + k0, layout.x_stride, k,
+                                      k < len, rows, g);
       }
       // Every consumer thread releases its own reads of the stage (an arrival orders only
       // the arriving thread's accesses before the producer's next copy into it).
@@ -258,14 +195,14 @@ __global__ void __launch_bounds__(kThreads)
             acc[i][e] = 0.f;
           }
         }
-        ConsumersSync();
+        ConsumersSync<kConsumerWarps * 32>();
         float* tile_sums = sums + (j / chunks) * tile_floats;
         for (int r = static_cast<int>(threadIdx.x); r < tile_floats; r += kConsumerWarps * 32) {
           float v = 0.f;
           for (int p = 0; p < kConsumerWarps; ++p) v += part[p * tile_floats + r];
           tile_sums[r] = v;
         }
-        ConsumersSync();  // `part` is free for the next tile
+        ConsumersSync<kConsumerWarps * 32>();  // `part` is free for the next tile
       }
     }
   }

@@ -1,4 +1,4 @@
-// Device-side building blocks of the tensor-core kernels (attention.cu, skinny_gemm.cu): the
+// Device-side building blocks of the tensor-core kernels (attention.cu, the GEMM kernels): the
 // warp-level m16n8k16 matrix multiply-accumulate with fp32 accumulators, and asynchronous
 // 16-byte copies from global into shared memory (sm_80+).
 #pragma once
@@ -52,6 +52,39 @@ __device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_g
 template <int kPending>
 __device__ __forceinline__ void WaitCopies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Component i of a 16-byte vector: the pair of 16-bit values at slots 2i, 2i + 1, one mma
+// operand register. The GEMM kernels use a thread's 16-byte loads of W and X as fragments as
+// they are (skinny_gemm.cu explains the slot order).
+__device__ __forceinline__ std::uint32_t SlotPair(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// One 32-K step of Yᵀ += W·Xᵀ on staged tiles (streamed_gemm.cu, chain_ring.cu): rows g and
+// g + 8 of a 16-row W tile and rows i·8 + g of X, each at K offset k of its shared-memory row
+// (strides in halves), thread (g, t) = (lane / 4, lane % 4) reading 16 bytes of each at
+// k = its step's base + 8t. Where !valid (K past the data) or an X row is at or past `rows`,
+// zeros are used instead: 0 × stale shared memory could be NaN.
+template <typename T, int kNTiles>
+__device__ __forceinline__ void MmaStepFromShared(float (&acc)[kNTiles][4], const std::uint16_t* w,
+                                                  int w_stride, const std::uint16_t* x,
+                                                  int x_stride, int k, bool valid, int rows,
+                                                  int g) {
+  const uint4 zero{0u, 0u, 0u, 0u};
+  const uint4 w_lo = valid ? *reinterpret_cast<const uint4*>(w + g * w_stride + k) : zero;
+  const uint4 w_hi = valid ? *reinterpret_cast<const uint4*>(w + (g + 8) * w_stride + k) : zero;
+#pragma unroll
+  for (int i = 0; i < kNTiles; ++i) {
+    const int m = i * 8 + g;
+    const uint4 xv = valid && m < rows ? *reinterpret_cast<const uint4*>(x + m * x_stride + k) : zero;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const std::uint32_t a[4] = {SlotPair(w_lo, 2 * h), SlotPair(w_hi, 2 * h),
+                                  SlotPair(w_lo, 2 * h + 1), SlotPair(w_hi, 2 * h + 1)};
+      Mma<T>::Run(acc[i], a, SlotPair(xv, 2 * h), SlotPair(xv, 2 * h + 1));
+    }
+  }
 }
 
 }  // namespace ltserve::gpu

@@ -1,6 +1,8 @@
-// The persistent layer-chain kernel (server/gpu/chain_gemm.h) launched directly: chains of 2
-// to 8 layers at odd sizes (rows off the 8-row tiles, outputs off the 128-output groups, K off
-// the 128-wide chunks, K sliced over many blocks and not at all), every layer's output against
+// The persistent layer-chain kernel (server/gpu/chain_gemm.h) launched directly, both its
+// schedules (warps loading their own weights; a producer warp a block streaming them through
+// a shared-memory ring): chains of 2 to 8 layers at odd sizes (rows off the 8-row tiles,
+// outputs off the 16-output groups, K off the 128- and 512-wide chunks, K sliced over many
+// blocks and not at all), every layer's output against
 // a double-precision reference computed from the kernel's own input to that layer, into
 // poisoned outputs with guard bands; every configuration in bf16 and fp16; bit-equal reruns,
 // programmatic launches and graph replays (which also show that a launch leaves its counters
@@ -216,30 +218,31 @@ TEST(ChainGemm, RerunsAreBitEqual) {
 }
 
 // Captured with a programmatic launch between two kernels of its own kind, then replayed:
-// every replay's outputs are the direct launch's.
+// every replay's outputs are the direct launch's. Both schedules.
 TEST(ChainGemm, GraphReplaysMatchTheDirectLaunch) {
   SKIP_WITHOUT_HOPPER("the layer-chain kernel");
   ChainCase c(kChains[3], ElemType::kBf16);
-  const ChainGemmConfig config{2, true, 1};
-  const auto direct = RunPoisoned(c, config, false);
-  c.ExpectMatches(direct, c.Name());
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.Launch(config, i > 0, stream), cudaSuccess) << i;
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int replay = 0; replay < 5; ++replay) {
-    c.PoisonOutputs();
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    EXPECT_TRUE(c.Outputs() == direct) << "replay " << replay;
+  for (const ChainGemmConfig& config : {ChainGemmConfig{2, true, 1}, ChainGemmConfig{2, false, 2, 4}}) {
+    const auto direct = RunPoisoned(c, config, false);
+    c.ExpectMatches(direct, c.Name() + ", " + config.Describe());
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(c.Launch(config, i > 0, stream), cudaSuccess) << i;
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int replay = 0; replay < 5; ++replay) {
+      c.PoisonOutputs();
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      EXPECT_TRUE(c.Outputs() == direct) << config.Describe() << ", replay " << replay;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 std::vector<ChainLayer> Shapes(std::int64_t in, std::vector<std::int64_t> outs) {
@@ -297,16 +300,31 @@ TEST(ChainGemm, LauncherRefusesWhatItCannotRun) {
   EXPECT_EQ(launch({3, true, 1}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
   EXPECT_EQ(launch({2, true, 3}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
   EXPECT_EQ(launch({2, true, 2}, &dummy, bytes, 17, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  // The ring: no L2 prefetch, 2 or 4 stages, 2 or 3 blocks an SM where they fit, 1 or 2 units.
+  EXPECT_EQ(launch({1, true, 2, 2}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({1, false, 2, 3}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({1, false, 1, 2}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({1, false, 3, 4}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({1, false, 3, 2}, &dummy, bytes, 17, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({4, false, 2, 2}, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
+  EXPECT_EQ(launch({1, false, 2, 2}, &dummy, bytes - 1, 4, ElemType::kBf16, 132),
+            cudaErrorInvalidValue);
   layers[1].weight = nullptr;
   EXPECT_EQ(launch(good, &dummy, bytes, 4, ElemType::kBf16, 132), cudaErrorInvalidValue);
 }
 
 TEST(ChainGemm, CandidatesOfferTwoBlocksAnSmOnlyWhereTheyFit) {
-  EXPECT_EQ(gpu::ChainGemmCandidates(1).size(), 12u);
-  EXPECT_EQ(gpu::ChainGemmCandidates(16).size(), 12u);
-  EXPECT_EQ(gpu::ChainGemmCandidates(17).size(), 6u);
+  // The warp schedule: 3 unit counts × L2 prefetch or not × 1 or 2 blocks an SM (1 past 16
+  // rows); the ring: 1 or 2 units × (2 blocks, 2 stages), (2 blocks, 4 stages), (3 blocks, 2
+  // stages), the last not at 32-row tiles (shared memory and registers for 2 blocks only).
+  EXPECT_EQ(gpu::ChainGemmCandidates(1).size(), 12u + 6u);
+  EXPECT_EQ(gpu::ChainGemmCandidates(16).size(), 12u + 6u);
+  EXPECT_EQ(gpu::ChainGemmCandidates(17).size(), 6u + 4u);
   for (const ChainGemmConfig& config : gpu::ChainGemmCandidates(32)) {
-    EXPECT_EQ(config.blocks_per_sm, 1) << config.Describe();
+    EXPECT_EQ(config.blocks_per_sm, config.ring() ? 2 : 1) << config.Describe();
+  }
+  for (const ChainGemmConfig& config : gpu::ChainGemmCandidates(1)) {
+    EXPECT_FALSE(config.ring() && config.prefetch) << config.Describe();
   }
 }
 

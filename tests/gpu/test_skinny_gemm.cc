@@ -195,6 +195,8 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
                                 GemmKernel::Skinny({32, 2, 4, 8}),
                                 GemmKernel::Chain({4, false, 2}),
                                 GemmKernel::Chain({1, true, 1}),
+                                GemmKernel::Chain({1, false, 3, 2}),
+                                GemmKernel::Chain({2, false, 2, 4}),
                                 GemmKernel::NormGemm({16, 3, 4}),
                                 GemmKernel::NormGemm({8, 1, 8}),
                                 GemmKernel::NormGemm(gpu::NormGemmConfig::SplitK({8, 1, 4, 4}))};
@@ -206,6 +208,9 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   const GemmKernel skinny = GemmKernel::Skinny({32, 2, 4, 8});
   EXPECT_EQ(skinny.ToText(), "skinny 32 2 4 8");
   EXPECT_EQ(GemmKernel::Chain({2, true, 1}).ToText(), "chain 2 1 1");
+  EXPECT_EQ(GemmKernel::Chain({1, false, 3, 2}).ToText(), "chain-ring 1 2 3");
+  // The schedules are told apart: a ring configuration never equals a warp one.
+  EXPECT_FALSE(GemmKernel::Chain({1, false, 2, 2}) == GemmKernel::Chain({1, false, 2}));
   EXPECT_EQ(GemmKernel::NormGemm({16, 4, 8}).ToText(), "norm 16 4 8");
   EXPECT_EQ(GemmKernel::NormGemm(gpu::NormGemmConfig::SplitK({16, 2, 4, 8})).ToText(),
             "norm-split 16 2 4 8");
@@ -214,7 +219,9 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
                GemmKernel::NormGemm({16, 3, 4}));
   for (const char* bad : {"", "cublas", "skinny 32 2 4", "skinny 32 2 4 0", "skinny 32 2 4 8 1",
                           "small-batch 1", "skinny a b c d", "chain 3 1 1", "chain 2 2 1", "chain 2 1",
-                          "chain 2 1 3", "chain 2 1 1 0", "norm 16 3", "norm 32 3 4", "norm 16 5 4",
+                          "chain 2 1 3", "chain 2 1 1 0", "chain-ring 1 3 2", "chain-ring 3 2 2",
+                          "chain-ring 1 2 1", "chain-ring 1 4 3", "chain-ring 1 2", "chain-ring 1 2 2 0",
+                          "chain-ring 1 0 2", "norm 16 3", "norm 32 3 4", "norm 16 5 4",
                           "norm 16 0 4", "norm 16 3 2", "norm 16 3 4 1", "norm-split 8 1 4",
                           "norm-split 8 1 4 0", "norm-split 8 1 4 4 1",
                           // Numbers in range but no compiled shape: a stale cache file's entries.
