@@ -23,6 +23,7 @@
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
 #include "gpu_forward_timer.h"
+#include "kernel_timeline.h"
 #include "option_ab.h"
 
 namespace {
@@ -446,14 +447,20 @@ void PrintTokenIds(GpuForwardTimer& embeddings_in, const plan::Plan& encoder,
 // --profile BATCH: one replay of the batch's graph (sequences of kSeq tokens) between
 // cudaProfilerStart and Stop, after warm-up passes outside them, so that
 // `ncu --profile-from-start off` sees exactly one forward pass's kernels (scripts/gpu.sh).
-int ProfileOnePass(GpuForwardTimer& timer, std::int64_t batch) {
+// Five passes of `batch` sequences of kSeq tokens before what is measured; their mean µs.
+ltserve::Result<double> WarmUp(GpuForwardTimer& timer, std::int64_t batch) {
   const std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch),
                                           static_cast<std::int32_t>(kSeq));
   auto warm = timer.TimeTokenForward(lengths, 5);
-  if (!warm.ok()) {
-    std::fprintf(stderr, "warm-up: %s\n", warm.status().ToString().c_str());
-    return 1;
-  }
+  if (!warm.ok()) std::fprintf(stderr, "warm-up: %s\n", warm.status().ToString().c_str());
+  return warm;
+}
+
+int ProfileOnePass(GpuForwardTimer& timer, std::int64_t batch) {
+  const std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch),
+                                          static_cast<std::int32_t>(kSeq));
+  auto warm = WarmUp(timer, batch);
+  if (!warm.ok()) return 1;
   if (cudaProfilerStart() != cudaSuccess) return 1;
   auto once = timer.TimeTokenForward(lengths, 1);
   if (cudaProfilerStop() != cudaSuccess || !once.ok()) return 1;
@@ -462,13 +469,40 @@ int ProfileOnePass(GpuForwardTimer& timer, std::int64_t batch) {
   return 0;
 }
 
+// --timeline BATCH: seven replays of the batch's graph (sequences of kSeq tokens) after
+// warm-up passes, every kernel's start and end recorded by CUPTI (kernel_timeline.h): the
+// median pass kernel by kernel, as it runs in the graph.
+int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
+  const std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch),
+                                          static_cast<std::int32_t>(kSeq));
+  if (!WarmUp(timer, batch).ok()) return 1;
+  if (auto status = StartKernelTimeline(); !status.ok()) {
+    std::fprintf(stderr, "timeline: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  auto timed = timer.TimeTokenForward(lengths, 7);
+  auto spans = StopKernelTimeline();
+  if (!timed.ok() || !spans.ok()) {
+    std::fprintf(stderr, "timeline: %s\n",
+                 (timed.ok() ? spans.status() : timed.status()).ToString().c_str());
+    return 1;
+  }
+  PrintKernelTimeline(spans.value(), 8,
+                      "BERT-base layers, bf16, " + std::to_string(batch) + " sequences of " +
+                          std::to_string(kSeq) + " tokens, graph replays under CUPTI (mean " +
+                          std::to_string(timed.value()) + " µs a pass as timed)");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --gemm-search-ab | --pass-ab | --chain-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
       argc > 4 && std::string(argv[3]) == "--profile" ? std::stoll(argv[4]) : 0;
+  const std::int64_t timeline_batch =
+      argc > 4 && std::string(argv[3]) == "--timeline" ? std::stoll(argv[4]) : 0;
   std::string reason;
   if (!ltserve::GpuAvailable(&reason) || !torch::cuda::is_available()) {
     std::fprintf(stderr, "no GPU: %s\n", reason.c_str());
@@ -542,6 +576,7 @@ int main(int argc, char** argv) {
                  std::chrono::duration<double>(Clock::now() - load_start).count(),
                  factory->Describe().c_str());
     if (profile_batch > 0) return ProfileOnePass(*timer.value(), profile_batch);
+    if (timeline_batch > 0) return TimelineOfPasses(*timer.value(), timeline_batch);
 
     const double peak = MeasurePeakTflops();
     const double copy = MeasureCopyTBps();

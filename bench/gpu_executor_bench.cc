@@ -32,6 +32,7 @@
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
 #include "gpu_forward_timer.h"
+#include "kernel_timeline.h"
 #include "option_ab.h"
 #include "chain_gemm_table.h"
 #include "gemm_search_table.h"
@@ -438,11 +439,53 @@ int BenchLoneAfterIdle(const std::string& name, const std::string& path) {
   return 0;
 }
 
+// The MLP's pass kernel by kernel as it runs in the graph (kernel_timeline.h), at 1, 8 and 32
+// rows, with the load's choices (the default options) and with `layer_chain_kernel auto`.
+int PrintMlpTimelines(const std::string& name, const std::string& path) {
+  auto module = torch::jit::load(path);
+  auto plan = Lower(module);
+  if (plan == nullptr || !plan->Validate().ok()) return 1;
+  int failures = 0;
+  for (const bool chain : {false, true}) {
+    ltserve::ModelSpec spec = Fp32IoSpec(name, *plan);
+    if (chain) spec.options.layer_chain = ltserve::OwnKernelMode::kAuto;
+    auto model = ltserve::gpu::LoadGpuModel(plan, spec, std::nullopt);
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), model.status().ToString().c_str());
+      return failures + 1;
+    }
+    std::fprintf(stderr, "%s: %s\n", name.c_str(),
+                 ltserve::gpu::CreateGpuFactory(model.value())->Describe().c_str());
+    auto timer = GpuForwardTimer::Create(model.value());
+    if (!timer.ok()) return failures + 1;
+    for (const std::int64_t rows : {1, 8, 32}) {
+      auto warm = timer.value()->TimeForward(rows, 20);
+      if (auto status = StartKernelTimeline(); !warm.ok() || !status.ok()) {
+        std::fprintf(stderr, "timeline: %s\n",
+                     (warm.ok() ? status : warm.status()).ToString().c_str());
+        return failures + 1;
+      }
+      auto timed = timer.value()->TimeForward(rows, 7);
+      auto spans = StopKernelTimeline();
+      if (!timed.ok() || !spans.ok()) {
+        ++failures;
+        continue;
+      }
+      PrintKernelTimeline(spans.value(), 2,
+                          name + ", FP32 in and out, " + std::to_string(rows) + " rows, " +
+                              (chain ? "layer_chain_kernel auto" : "default options") +
+                              ", graph replays under CUPTI (mean " + std::to_string(timed.value()) +
+                              " µs a pass as timed)");
+    }
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | chain | chain-ab | norm | attention | layernorm | gemm-search | search-ab | pass-ab | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | chain | chain-ab | norm | attention | layernorm | gemm-search | search-ab | pass-ab | timeline | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -503,6 +546,9 @@ int main(int argc, char** argv) {
     return PrintOptionAB("MLP 1024-4096-4096-1024 ReLU, FP32 in and out", LayerChainAB(), plan,
                          Fp32IoSpec("MLP 1024-4096-4096-1024 ReLU", *plan), std::nullopt, batches,
                          0);
+  }
+  if (argc > 3 && std::string(argv[3]) == "timeline") {
+    return PrintMlpTimelines("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
   }
   if (argc > 3 && std::string(argv[3]) == "idle") {
     return BenchLoneAfterIdle("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
