@@ -355,7 +355,16 @@ Status DeviceState::ChooseChains(GemmTuning& tuning, AlgoCache& cache, int* from
         key += kernel;
       }
       std::optional<ChainRun> best;
-      if (const GemmKernel* cached = cache.FindKernel(key); cached != nullptr) {
+      // A cached configuration this bucket's rows are not offered (a file from a build with
+      // other candidates) would fail to launch: such an entry is timed again.
+      const GemmKernel* cached = cache.FindKernel(key);
+      if (cached != nullptr && cached->kind == GemmKernel::Kind::kChain) {
+        const std::vector<ChainGemmConfig> offered = ChainGemmCandidates(rows);
+        if (std::find(offered.begin(), offered.end(), cached->chain) == offered.end()) {
+          cached = nullptr;
+        }
+      }
+      if (cached != nullptr) {
         ++*from_cache;
         if (cached->kind == GemmKernel::Kind::kChain) best = ChainRun{first, last, cached->chain};
       } else {
