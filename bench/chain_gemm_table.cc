@@ -2,7 +2,9 @@
 
 #include <cuda_profiler_api.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -79,10 +81,11 @@ ltserve::Result<ChainBuffers> Allocate(const Chain& chain, std::int64_t max_rows
 }
 
 ltserve::Status RunChain(const ChainGemmConfig& config, ChainBuffers& b, std::int64_t rows,
-                         int sm_count, cudaStream_t s) {
+                         int sm_count, cudaStream_t s, std::uint64_t* ring_trace = nullptr) {
   const cudaError_t error =
       LaunchChainGemm(config, b.values[0].data(), b.layers.data(), b.layers.size(), rows,
-                      ElemType::kBf16, b.scratch.data(), b.scratch.bytes(), sm_count, false, s);
+                      ElemType::kBf16, b.scratch.data(), b.scratch.bytes(), sm_count, false, s,
+                      ring_trace);
   if (error != cudaSuccess) {
     return ltserve::Internal(config.Describe() + ": " + cudaGetErrorString(error));
   }
@@ -201,6 +204,89 @@ int PrintChainGemmTable(double copy_tbps, bool profile) {
                   1000.0 * layers_ms.value(), 1000.0 * best[0], best_config[0].c_str(),
                   1000.0 * best[1], best_config[1].c_str(), 1000.0 * worst,
                   best[0] / layers_ms.value(), best[1] / layers_ms.value());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+int PrintChainRingTrace() {
+  const Chain mlp{"MLP 1024-4096-4096-1024 ReLU", {1024, 4096, 4096, 1024}, Activation::kRelu};
+  auto stream = CreateStream();
+  if (!stream.ok()) return Fail("stream", stream.status());
+  cudaStream_t s = stream.value().get();
+  int device = 0;
+  int sm_count = 0;
+  int clock_khz = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device);
+  auto b = Allocate(mlp, 32, sm_count, s);
+  if (!b.ok()) return Fail("buffers", b.status());
+  const std::size_t layers = b.value().layers.size();
+  const std::int64_t units = ChainTraceUnits(b.value().layers.data(), layers);
+  auto trace = DeviceBuffer::Create(static_cast<std::size_t>(units) * kChainTraceFields * 8, "trace");
+  if (!trace.ok()) return Fail("trace", trace.status());
+  std::vector<std::uint64_t> host(static_cast<std::size_t>(units) * kChainTraceFields);
+  // Cycles of the SM clock as µs at the GPU's rated clock (the clock it holds while it runs
+  // these kernels in bursts).
+  const double us_per_cycle = 1e3 / clock_khz;
+  std::printf("\nThe ring schedule's units, %s, bf16, one launch after a warm-up; per layer: "
+              "units, first start and last end (µs from the first unit's start, %%globaltimer), "
+              "then the medians of a unit's phases in µs (SM clock cycles at %d MHz): waiting for "
+              "its inputs, staging X, waiting for its first weights, multiplying until its warps' "
+              "sums are added, finishing (outputs or partial sums, the last slice's sum).\n\n",
+              mlp.name, clock_khz / 1000);
+  std::printf("| rows | configuration | layer | units | first start µs | last end µs | inputs "
+              "µs | X µs | first weights µs | multiply µs | finish µs |\n"
+              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const std::int64_t rows : {1, 8}) {
+    for (const ChainGemmConfig& config : ChainGemmCandidates(rows)) {
+      if (!config.ring()) continue;
+      cudaMemsetAsync(trace.value().data(), 0, trace.value().bytes(), s);
+      auto* t = reinterpret_cast<std::uint64_t*>(trace.value().data());
+      if (auto status = RunChain(config, b.value(), rows, sm_count, s); !status.ok()) {
+        return Fail("warm-up", status);
+      }
+      if (auto status = RunChain(config, b.value(), rows, sm_count, s, t); !status.ok()) {
+        return Fail("traced run", status);
+      }
+      if (cudaMemcpyAsync(host.data(), t, trace.value().bytes(), cudaMemcpyDeviceToHost, s) !=
+              cudaSuccess ||
+          cudaStreamSynchronize(s) != cudaSuccess) {
+        return Fail("trace copy", ltserve::Internal("cudaMemcpy"));
+      }
+      // Units the launch had: those whose start was stamped.
+      std::uint64_t origin = std::numeric_limits<std::uint64_t>::max();
+      for (std::int64_t u = 0; u < units; ++u) {
+        const std::uint64_t* f = &host[static_cast<std::size_t>(u * kChainTraceFields)];
+        if (f[2] != 0) origin = std::min(origin, f[1]);
+      }
+      for (std::size_t l = 0; l < layers; ++l) {
+        std::vector<double> phase[5];
+        double first = std::numeric_limits<double>::infinity();
+        double last = 0;
+        for (std::int64_t u = 0; u < units; ++u) {
+          const std::uint64_t* f = &host[static_cast<std::size_t>(u * kChainTraceFields)];
+          if (f[2] == 0 || (f[0] >> 32) != l) continue;
+          const double start = static_cast<double>(f[1] - origin) / 1e3;
+          first = std::min(first, start);
+          last = std::max(last, start + static_cast<double>(f[7] - f[2]) * us_per_cycle);
+          for (int p = 0; p < 5; ++p) {
+            phase[p].push_back(static_cast<double>(f[3 + p] - f[2 + p]) * us_per_cycle);
+          }
+        }
+        const auto median = [](std::vector<double>& v) {
+          if (v.empty()) return 0.0;
+          std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+          return v[v.size() / 2];
+        };
+        const std::size_t count = phase[0].size();
+        std::printf("| %ld | %s | %zu | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                    static_cast<long>(rows), config.Describe().c_str(), l, count,
+                    count > 0 ? first : 0.0, last, median(phase[0]), median(phase[1]),
+                    median(phase[2]), median(phase[3]), median(phase[4]));
+      }
       std::fflush(stdout);
     }
   }

@@ -12,4 +12,10 @@ namespace ltserve_bench {
 // 32 rows between cudaProfilerStart and Stop, for Nsight Compute.
 int PrintChainGemmTable(double copy_tbps, bool profile);
 
+// Where the ring schedule's units spend their time (chain_gemm.h, kChainTraceFields): the MLP
+// at 1 and 8 rows, every ring configuration, one traced launch after a warm-up, per layer the
+// units' first start and last end (µs from the launch's first unit) and the medians of each
+// phase of a unit. Returns 0, or 1 after printing what failed.
+int PrintChainRingTrace();
+
 }  // namespace ltserve_bench

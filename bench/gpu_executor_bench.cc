@@ -485,7 +485,7 @@ int PrintMlpTimelines(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | chain | chain-ab | norm | attention | layernorm | gemm-search | search-ab | pass-ab | timeline | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | timeline | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -504,6 +504,7 @@ int main(int argc, char** argv) {
     // The few-row kernels' tables alone: one GEMM at a time, then the MLP's layers as a graph.
     return PrintSkinnyGemmTable(MeasureCopyTBps());
   }
+  if (argc > 3 && std::string(argv[3]) == "chain-trace") return PrintChainRingTrace();
   if (argc > 3 && (std::string(argv[3]) == "chain" || std::string(argv[3]) == "chain-profile")) {
     // The layer-chain kernel alone: its table, or one launch of each configuration to profile.
     return PrintChainGemmTable(MeasureCopyTBps(), std::string(argv[3]) == "chain-profile");

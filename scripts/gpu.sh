@@ -93,7 +93,7 @@ fi
 if [[ ${RUN_CHAIN:-0} == 1 ]]; then
   # The layer-chain kernel alone: its table against the layers one kernel each (both
   # schedules), the MLP's pass and BERT-base's at 1–4 sequences of 8 tokens with
-  # layer_chain_kernel auto against off, then each
+  # layer_chain_kernel auto against off, the ring's units traced phase by phase, then each
   # configuration once under Nsight Compute (time, DRAM traffic and throughput, L2 hit rate,
   # warps active) on the MLP at 1 and 32 rows (CHAIN_PROFILE=0 leaves that out).
   # CHAIN_TIMEOUT_S (0: none) bounds each of the two benchmark runs.
@@ -107,6 +107,9 @@ if [[ ${RUN_CHAIN:-0} == 1 ]]; then
     >> "$OUT/chain_ab.md" 2>> "$OUT/chain_ab.log" || status=1
   grep -iE "layer-chain|chain ring|chain," "$OUT/chain_ab.log" | head -20
   cat "$OUT/chain_ab.md"
+  timeout "${CHAIN_TIMEOUT_S:-0}" ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 chain-trace \
+    > "$OUT/chain_trace.md" 2> "$OUT/chain_trace.log" || status=1
+  cat "$OUT/chain_trace.log" "$OUT/chain_trace.md"
   if [[ ${CHAIN_PROFILE:-1} == 1 ]]; then
     ncu --profile-from-start off --clock-control none --print-units base --csv \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,sm__warps_active.avg.pct_of_peak_sustained_active \

@@ -301,10 +301,19 @@ std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_co
   return chain::SyncBytes(layers, layer_count) + partials;
 }
 
+std::int64_t ChainTraceUnits(const ChainLayer* layers, std::size_t layer_count) {
+  std::int64_t units = 0;
+  for (std::size_t l = 0; l < layer_count; ++l) {
+    units += (layers[l].out_features + kGroup - 1) / kGroup * ((layers[l].in_features + 511) / 512);
+  }
+  return units;
+}
+
 cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
                             const ChainLayer* layers, std::size_t layer_count, std::int64_t rows,
                             ElemType type, void* scratch, std::size_t scratch_bytes,
-                            int sm_count, bool programmatic, cudaStream_t stream) {
+                            int sm_count, bool programmatic, cudaStream_t stream,
+                            std::uint64_t* ring_trace) {
   if (!ChainGemmSupports(9, type, rows, layers, layer_count) || sm_count < 1 ||
       input == nullptr || scratch == nullptr) {
     return cudaErrorInvalidValue;
@@ -315,7 +324,7 @@ cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
   }
   if (config.ring()) {
     return chain::LaunchRing(config, input, layers, layer_count, rows, type, scratch,
-                             scratch_bytes, sm_count, programmatic, stream);
+                             scratch_bytes, sm_count, programmatic, stream, ring_trace);
   }
   const int blocks = sm_count * config.blocks_per_sm;
   ChainArgs args;

@@ -89,14 +89,26 @@ std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows);
 // launch and left zeroed by every launch that completes. `sm_count`: the device's.
 std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_count, int sm_count);
 
+// Benchmarks only: where the ring schedule's units spend their time. Per unit (numbered layer
+// after layer, as the launch cuts them), kChainTraceFields values written by its consumers:
+// [0] layer << 32 | the SM it ran on, [1] %globaltimer (ns) at its start, then the SM's clock
+// (clock64) at [2] its start, [3] its inputs flagged ready, [4] X's slice staged, [5] its
+// first stage of weights full, [6] its warps' sums added (every mma done), [7] its outputs or
+// partial sums out (for a group's last slice: the group finished and flagged).
+constexpr int kChainTraceFields = 8;
+// Units enough for the trace of any launch over these layers (every slice one 512-K stage).
+std::int64_t ChainTraceUnits(const ChainLayer* layers, std::size_t layer_count);
+
 // Enqueues the layers on `stream` as one cooperative launch of `sm_count` × blocks_per_sm
 // blocks. Returns cudaErrorInvalidValue for what ChainGemmSupports refuses, a configuration
 // ChainGemmCandidates does not offer at `rows` or a scratch smaller than
 // ChainGemmScratchBytes, else the launch's error. One launch at a time per scratch.
 // `programmatic`: its first weight loads issued before waiting for the kernel before it.
+// `ring_trace`: null, or (ring schedule) ChainTraceUnits × kChainTraceFields values.
 cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
                             const ChainLayer* layers, std::size_t layer_count, std::int64_t rows,
                             ElemType type, void* scratch, std::size_t scratch_bytes,
-                            int sm_count, bool programmatic, cudaStream_t stream);
+                            int sm_count, bool programmatic, cudaStream_t stream,
+                            std::uint64_t* ring_trace = nullptr);
 
 }  // namespace ltserve::gpu

@@ -47,6 +47,7 @@ struct ChainArgs {
   int prefetch;     // warp schedule
   int ring_stages;  // ring schedule
   int x_stride;     // ring schedule: halves between rows of X's slice in shared memory
+  unsigned long long* trace;  // ring schedule, benchmarks only: kChainTraceFields a unit, or null
 };
 
 // How one layer is cut: groups of 16 outputs, slices of K (whole chunks of `chunk`, at most
@@ -180,7 +181,7 @@ std::size_t RingPartialBytes(const ChainLayer* layers, std::size_t count, int sm
 cudaError_t LaunchRing(const ChainGemmConfig& config, const void* input, const ChainLayer* layers,
                        std::size_t count, std::int64_t rows, ElemType type, void* scratch,
                        std::size_t scratch_bytes, int sm_count, bool programmatic,
-                       cudaStream_t stream);
+                       cudaStream_t stream, std::uint64_t* trace);
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ int LoadRelaxed(const int* p) {

@@ -71,6 +71,19 @@ std::size_t SmemBytes(int row_tile, int stages) {
                                    kConsumerWarps * (row_tile / 8) * 128 * 4);
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ unsigned SmId() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+__device__ __forceinline__ unsigned long long GlobalTimer() {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  return ns;
+}
+#endif
+
 // Up to 16 rows, registers for three blocks an SM (136 a thread); 32 rows, for two.
 template <typename T, int kNTiles>
 __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
@@ -143,10 +156,19 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
       const int k0 = slice * L.slice_k;
       const int k1 = min(k0 + L.slice_k, L.k);
 
+      unsigned long long* trace =
+          args.trace != nullptr && tid == 0 ? args.trace + static_cast<long long>(unit) * kChainTraceFields
+                                            : nullptr;
+      if (trace != nullptr) {
+        trace[0] = static_cast<unsigned long long>(l) << 32 | SmId();
+        trace[1] = GlobalTimer();
+        trace[2] = clock64();
+      }
       WaitForInputs(args, l, k0, k1, tid, kConsumers);
       // Every poller has seen its flags, and every consumer is past the last unit's reads of
       // X's slice, its sums and group_is_last.
       ConsumersSync<kConsumers>();
+      if (trace != nullptr) trace[3] = clock64();
       const auto* x = static_cast<const std::uint16_t*>(l == 0 ? args.input : args.layer[l - 1].output);
       const int vectors = (k1 - k0) / kVector;
       for (int e = tid; e < rows * vectors; e += kConsumers) {
@@ -156,6 +178,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
             reinterpret_cast<const uint4*>(x + static_cast<long long>(m) * L.k + k0 + v * kVector));
       }
       ConsumersSync<kConsumers>();
+      if (trace != nullptr) trace[4] = clock64();
 
       float acc[kNTiles][4];
 #pragma unroll
@@ -166,6 +189,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
         const std::uint16_t* stage = ring + s * kGroup * kStageStride;
         const std::uint16_t* x_stage = xs + (kc - k0);
         BarrierWait(&full[s], (j / stages) & 1);
+        if (trace != nullptr && kc == k0) trace[5] = clock64();
         for (int step = warp; step * kStep < len; step += kConsumerWarps) {
           const int k = step * kStep + t * kVector;
           // K is whole vectors: a vector is all in or all out.
@@ -185,6 +209,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
         for (int e = 0; e < 4; ++e) part[warp * kTileFloats + (i * 4 + e) * 32 + lane] = acc[i][e];
       }
       ConsumersSync<kConsumers>();
+      if (trace != nullptr) trace[6] = clock64();
       for (int r = tid; r < kTileFloats; r += kConsumers) {
         const int i = r / 128;
         const int e = (r / 32) % 4;
@@ -222,6 +247,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
         ConsumersSync<kConsumers>();
         if (tid == 0) StoreRelease(args.sync + L.sync_offset + L.groups + group, 1);
       }
+      if (trace != nullptr) trace[7] = clock64();
     }
   }
   ResetWhenLastBlock(args, &block_is_last);
@@ -293,7 +319,7 @@ std::size_t RingPartialBytes(const ChainLayer* layers, std::size_t count, int sm
 cudaError_t LaunchRing(const ChainGemmConfig& config, const void* input, const ChainLayer* layers,
                        std::size_t count, std::int64_t rows, ElemType type, void* scratch,
                        std::size_t scratch_bytes, int sm_count, bool programmatic,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, std::uint64_t* trace) {
   const int row_tile = RowTile(rows);
   const int blocks = sm_count * config.blocks_per_sm;
   ChainArgs args;
@@ -303,6 +329,7 @@ cudaError_t LaunchRing(const ChainGemmConfig& config, const void* input, const C
     return cudaErrorInvalidValue;
   }
   args.ring_stages = config.ring_stages;
+  args.trace = reinterpret_cast<unsigned long long*>(trace);
   args.x_stride = MaxSliceK(row_tile) + kPad;
   const std::size_t smem_bytes = SmemBytes(row_tile, config.ring_stages);
   const auto launch = [&](auto zero) -> cudaError_t {
