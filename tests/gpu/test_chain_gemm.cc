@@ -217,6 +217,22 @@ TEST(ChainGemm, RerunsAreBitEqual) {
   }
 }
 
+// The ring schedule alone on the tiny chain (K below one stage, outputs below one group), twice
+// per configuration: small enough to run under compute-sanitizer (scripts/gpu.sh).
+TEST(ChainGemm, RingOnATinyChainMatchesAndReruns) {
+  SKIP_WITHOUT_HOPPER("the layer-chain kernel");
+  ChainCase c(kChains[0], ElemType::kBf16);
+  int rings = 0;
+  for (const ChainGemmConfig& config : gpu::ChainGemmCandidates(kChains[0].rows)) {
+    if (!config.ring()) continue;
+    ++rings;
+    const auto first = RunPoisoned(c, config, false);
+    c.ExpectMatches(first, c.Name() + ", " + config.Describe());
+    EXPECT_TRUE(RunPoisoned(c, config, true) == first) << config.Describe();
+  }
+  EXPECT_EQ(rings, 6);
+}
+
 // Captured with a programmatic launch between two kernels of its own kind, then replayed:
 // every replay's outputs are the direct launch's. Both schedules.
 TEST(ChainGemm, GraphReplaysMatchTheDirectLaunch) {
