@@ -304,7 +304,8 @@ std::size_t ChainGemmScratchBytes(const ChainLayer* layers, std::size_t layer_co
 std::int64_t ChainTraceUnits(const ChainLayer* layers, std::size_t layer_count) {
   std::int64_t units = 0;
   for (std::size_t l = 0; l < layer_count; ++l) {
-    units += (layers[l].out_features + kGroup - 1) / kGroup * ((layers[l].in_features + 511) / 512);
+    units += (layers[l].out_features + kGroup - 1) / kGroup *
+             ((layers[l].in_features + chain::kRingChunk - 1) / chain::kRingChunk);
   }
   return units;
 }

@@ -18,6 +18,7 @@ namespace ltserve::gpu::chain {
 constexpr int kGroup = 16;  // outputs per unit: one mma tile of W rows
 constexpr int kVector = 8;  // 16-bit elements per 16-byte load
 constexpr int kStep = 32;   // K per pair of mmas
+constexpr int kRingChunk = 512;  // ring schedule: K a stage, the smallest slice it cuts
 
 struct LayerArgs {
   const void* weight;

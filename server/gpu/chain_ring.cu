@@ -46,7 +46,7 @@ namespace {
 constexpr int kConsumerWarps = 4;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // and one producer warp
-constexpr int kChunk = 512;                // K a stage
+constexpr int kChunk = kRingChunk;         // K a stage
 // Halves of padding a staged row (as in streamed_gemm.cu): a row's stride is then 64 bytes
 // past a multiple of 128, so a quarter-warp's 16-byte reads (rows g, g + 1 at 4 offsets
 // each) meet no bank conflict. The same for X's rows.
