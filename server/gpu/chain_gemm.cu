@@ -59,7 +59,8 @@ constexpr int kPossibleBlocksPerSm[] = {1, 2};
 // The warp schedule's units: slices of whole 128-K chunks, as many as K allows.
 std::size_t WarpPartialBytes(const ChainLayer* layers, std::size_t count,
                              std::int64_t units_target) {
-  return chain::PartialBytes(layers, count, units_target, kChunk, std::int64_t{1} << 30);
+  return chain::PartialBytes(layers, count, units_target, kChunk, std::int64_t{1} << 30,
+                             chain::SliceCount::kAtLeast);
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -89,7 +90,6 @@ __device__ __forceinline__ uint4 LoadFromL2(const std::uint16_t* p) {
 template <typename T, int kNTiles>
 __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKernel(const ChainArgs args) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __shared__ int block_is_last;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
   const int t = lane % 4;
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
   }
 
   wait_prior();
-  chain::ResetWhenLastBlock(args, &block_is_last);
+  chain::ResetWhenLastBlock(args);
 #endif
 }
 
@@ -331,7 +331,7 @@ cudaError_t LaunchChainGemm(const ChainGemmConfig& config, const void* input,
   ChainArgs args;
   if (!chain::BuildArgs(input, layers, layer_count, rows, scratch, scratch_bytes,
                         std::int64_t{blocks} * kWarps * config.units_per_worker, kChunk,
-                        std::int64_t{1} << 30, &args)) {
+                        std::int64_t{1} << 30, chain::SliceCount::kAtLeast, &args)) {
     return cudaErrorInvalidValue;
   }
   args.prefetch = config.prefetch ? 1 : 0;

@@ -52,7 +52,12 @@ struct ChainArgs {
 };
 
 // How one layer is cut: groups of 16 outputs, slices of K (whole chunks of `chunk`, at most
-// `max_slice_chunks` of them), as many units as `units_target` asks for where K allows.
+// `max_slice_chunks` of them), as many units as `units_target` asks for where K allows: at
+// least that many (kAtLeast), or the slice count nearest to it (kNearest: the ring schedule,
+// where every slice past the first costs the group a serial count and sum, so that 256 groups
+// on 264 blocks stay 256 units rather than 512).
+enum class SliceCount { kAtLeast, kNearest };
+
 struct Division {
   std::int64_t groups;
   std::int64_t slices;
@@ -60,10 +65,11 @@ struct Division {
 };
 
 inline Division Divide(std::int64_t n, std::int64_t k, std::int64_t units_target,
-                       std::int64_t chunk, std::int64_t max_slice_chunks) {
+                       std::int64_t chunk, std::int64_t max_slice_chunks, SliceCount count) {
   const std::int64_t groups = (n + kGroup - 1) / kGroup;
   const std::int64_t chunks = (k + chunk - 1) / chunk;
-  const std::int64_t slices_wanted = std::max<std::int64_t>(1, (units_target + groups - 1) / groups);
+  const std::int64_t rounding = count == SliceCount::kAtLeast ? groups - 1 : groups / 2;
+  const std::int64_t slices_wanted = std::max<std::int64_t>(1, (units_target + rounding) / groups);
   const std::int64_t slice_chunks = std::clamp<std::int64_t>(
       (chunks + slices_wanted - 1) / slices_wanted, 1, max_slice_chunks);
   return Division{groups, (chunks + slice_chunks - 1) / slice_chunks, slice_chunks * chunk};
@@ -83,11 +89,11 @@ inline std::size_t SyncBytes(const ChainLayer* layers, std::size_t count) {
 // The partial sums' bytes for one division of the layers (kChainMaxRows rows a slice).
 inline std::size_t PartialBytes(const ChainLayer* layers, std::size_t count,
                                 std::int64_t units_target, std::int64_t chunk,
-                                std::int64_t max_slice_chunks) {
+                                std::int64_t max_slice_chunks, SliceCount slice_count) {
   std::size_t bytes = 0;
   for (std::size_t l = 0; l < count; ++l) {
     const Division d = Divide(layers[l].out_features, layers[l].in_features, units_target, chunk,
-                              max_slice_chunks);
+                              max_slice_chunks, slice_count);
     if (d.slices > 1) {
       bytes += static_cast<std::size_t>(d.slices * kChainMaxRows * layers[l].out_features) *
                sizeof(float);
@@ -102,9 +108,10 @@ inline std::size_t PartialBytes(const ChainLayer* layers, std::size_t count,
 inline bool BuildArgs(const void* input, const ChainLayer* layers, std::size_t count,
                       std::int64_t rows, void* scratch, std::size_t scratch_bytes,
                       std::int64_t units_target, std::int64_t chunk,
-                      std::int64_t max_slice_chunks, ChainArgs* args) {
+                      std::int64_t max_slice_chunks, SliceCount slice_count, ChainArgs* args) {
   const std::size_t sync_bytes = SyncBytes(layers, count);
-  if (sync_bytes + PartialBytes(layers, count, units_target, chunk, max_slice_chunks) >
+  if (sync_bytes +
+          PartialBytes(layers, count, units_target, chunk, max_slice_chunks, slice_count) >
       scratch_bytes) {
     return false;
   }
@@ -122,7 +129,7 @@ inline bool BuildArgs(const void* input, const ChainLayer* layers, std::size_t c
     const ChainLayer& layer = layers[l];
     if (layer.weight == nullptr || layer.output == nullptr) return false;
     const Division d = Divide(layer.out_features, layer.in_features, units_target, chunk,
-                              max_slice_chunks);
+                              max_slice_chunks, slice_count);
     LayerArgs& a = args->layer[l];
     a.weight = layer.weight;
     a.bias = layer.bias;
@@ -195,6 +202,18 @@ __device__ __forceinline__ void StoreRelease(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// One thread's release and acquire at GPU scope. After a barrier of the block's threads it
+// releases their writes too (the barrier orders them before it), and a barrier after it
+// hands its acquire on: one thread's fence where __threadfence() in every thread was a
+// sequentially consistent fence each (MEMBAR.SC), waited out by the whole block.
+__device__ __forceinline__ void FenceAcqRel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+__device__ __forceinline__ int AtomicAddAcqRel(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
 // Which layer chain-wide unit `unit` belongs to.
 __device__ __forceinline__ int LayerOf(const ChainArgs& a, int unit) {
   int l = 0;
@@ -204,9 +223,9 @@ __device__ __forceinline__ int LayerOf(const ChainArgs& a, int unit) {
 
 // Waits until the groups of the previous layer whose outputs are K [k0, k1) of layer `l` are
 // flagged ready, threads `first_thread`, `first_thread` + `threads`, ... each polling some.
-// Relaxed polls and one fence after: an acquire per poll, thousands of threads polling, would
-// order every poll against the SM's other loads. The caller then syncs the threads that read
-// the inputs with the pollers.
+// Relaxed polls and one acquire fence after, in the threads that polled: an acquire per poll,
+// thousands of threads polling, would order every poll against the SM's other loads. The
+// caller then syncs the threads that read the inputs with the pollers.
 __device__ __forceinline__ void WaitForInputs(const ChainArgs& a, int l, int k0, int k1,
                                               int thread, int threads) {
   if (l == 0) return;
@@ -217,7 +236,7 @@ __device__ __forceinline__ void WaitForInputs(const ChainArgs& a, int l, int k0,
   for (int i = thread; i < count; i += threads) {
     while (LoadRelaxed(flags + i) == 0) __nanosleep(64);
   }
-  __threadfence();
+  if (thread < count) FenceAcqRel();
 }
 
 // Output (m, n) of layer L from its sum: bias, residual and activation, then the store.
@@ -256,15 +275,13 @@ __device__ __forceinline__ float SumSlices(const ChainArgs& a, const LayerArgs& 
 
 // The end of a launch, by every thread of every block once it has finished its units: the
 // last block to get here zeroes the counters and flags for the next launch (every other block
-// has finished every unit, so nobody reads them any more). `block_is_last` is shared memory.
-__device__ __forceinline__ void ResetWhenLastBlock(const ChainArgs& a, int* block_is_last) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    *block_is_last = atomicAdd(a.sync, 1) == static_cast<int>(gridDim.x) - 1;
-  }
-  __syncthreads();
-  if (*block_is_last != 0) {
+// has finished every unit, so nobody reads them any more). Which block is last reaches its
+// threads through the barrier's own OR, not through shared memory.
+__device__ __forceinline__ void ResetWhenLastBlock(const ChainArgs& a) {
+  __syncthreads();  // the block's last reads of the flags are done
+  const int is_last = threadIdx.x == 0 &&
+                      AtomicAddAcqRel(a.sync, 1) == static_cast<int>(gridDim.x) - 1;
+  if (__syncthreads_or(is_last) != 0) {
     for (int i = 1 + static_cast<int>(threadIdx.x); i < a.sync_ints;
          i += static_cast<int>(blockDim.x)) {
       a.sync[i] = 0;

@@ -11,7 +11,7 @@
 // consumers wait for the inputs of the next, the rings go on filling with its weights.
 //
 // Work. Units are numbered layer after layer (chain_internal.cuh: 16 outputs × one slice of
-// K, at most 16,384 / the rows' tile of K so that X's slice fits in shared memory); block b
+// K, at most 16,384 / the rows of K so that X's slice fits in shared memory); block b
 // takes units b, b + B, b + 2B, ... Its producer warp copies each unit's 16 weight rows, 512 K
 // at a time (one bulk copy a row, completing on the stage's full barrier), into the ring's
 // next stage once the consumers have released it. Its four consumer warps, per unit:
@@ -47,6 +47,7 @@ constexpr int kConsumerWarps = 4;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // and one producer warp
 constexpr int kChunk = kRingChunk;         // K a stage
+constexpr SliceCount kSliceCount = SliceCount::kNearest;
 // Halves of padding a staged row (as in streamed_gemm.cu): a row's stride is then 64 bytes
 // past a multiple of 128, so a quarter-warp's 16-byte reads (rows g, g + 1 at 4 offsets
 // each) meet no bank conflict. The same for X's rows.
@@ -55,19 +56,25 @@ constexpr int kStageStride = kChunk + kPad;  // halves
 constexpr int kStageBytes = kGroup * kStageStride * 2;
 constexpr int kBarrierBytes = 128;        // full and empty barriers of up to 4 stages
 constexpr int kMaxStages = 4;
-constexpr int kXSliceHalves = 16384;      // the rows' tile × the largest K slice
+constexpr int kXSliceHalves = 16384;      // the rows × the largest K slice
 constexpr int kStaticSmemBytes = 256;     // the kernel's own __shared__ ints, rounded up
 constexpr int kSmSmemBytes = 228 * 1024;   // sm_90's shared memory an SM
 static_assert(2 * kMaxStages * 8 <= kBarrierBytes, "barriers");
 static_assert(kStageBytes % 128 == 0, "stages stay 128-byte aligned");
 
 int RowTile(std::int64_t rows) { return rows <= 8 ? 8 : rows <= 16 ? 16 : 32; }
-int MaxSliceK(int row_tile) { return kXSliceHalves / row_tile; }
+// X's slice holds only the real rows (the mma reads rows past `rows` as zeros), so fewer rows
+// take a longer slice: at 1 row the whole K of 16,384, one unit a group and no partial sums.
+// Whole stages, and within the area the rows' tile reserves (XSliceAreaHalves).
+int MaxSliceK(std::int64_t rows) {
+  return static_cast<int>(std::max<std::int64_t>(1, kXSliceHalves / rows / kChunk)) * kChunk;
+}
+constexpr int XSliceAreaHalves(int row_tile) { return kXSliceHalves + row_tile * kPad; }
 
 // Shared memory: barriers, ring, X's slice (row_tile rows), the four warps' sums of a unit.
 std::size_t SmemBytes(int row_tile, int stages) {
   return static_cast<std::size_t>(kBarrierBytes + stages * kStageBytes +
-                                   row_tile * (MaxSliceK(row_tile) + kPad) * 2 +
+                                   XSliceAreaHalves(row_tile) * 2 +
                                    kConsumerWarps * (row_tile / 8) * 128 * 4);
 }
 
@@ -92,13 +99,12 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
   constexpr int kTileFloats = kNTiles * 128;  // a unit's sums: kNTiles mma tiles × 32 lanes × 4
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int group_is_last;
-  __shared__ int block_is_last;
   const int stages = args.ring_stages;
   auto* full = reinterpret_cast<std::uint64_t*>(smem);
   auto* empty = full + stages;
   auto* ring = reinterpret_cast<std::uint16_t*>(smem + kBarrierBytes);
   std::uint16_t* xs = ring + stages * kGroup * kStageStride;
-  auto* part = reinterpret_cast<float*>(xs + kNTiles * 8 * args.x_stride);
+  auto* part = reinterpret_cast<float*>(xs + XSliceAreaHalves(kNTiles * 8));
   const int blocks = static_cast<int>(gridDim.x);
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -226,15 +232,20 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
           __stcg(PartialAt(args, L, slice, m, n), v);
         }
       }
+      // The count and the flag as CUTLASS's split-K semaphore does them: the consumers' barrier,
+      // then thread 0's release (and acquire) for all of them. The finish is on the unit's
+      // critical path, and a sequentially consistent __threadfence() in every thread cost
+      // microseconds a unit there (bench/RESULTS.md, the ring's trace).
       bool publish = L.slices == 1;
       if (!publish) {
-        __threadfence();
-        ConsumersSync<kConsumers>();
-        if (tid == 0) group_is_last = atomicAdd(args.sync + L.sync_offset + group, 1) == L.slices - 1;
-        ConsumersSync<kConsumers>();
+        ConsumersSync<kConsumers>();  // every partial sum of the slice is stored
+        if (tid == 0) {
+          group_is_last =
+              AtomicAddAcqRel(args.sync + L.sync_offset + group, 1) == L.slices - 1;
+        }
+        ConsumersSync<kConsumers>();  // and with thread 0's acquire, the other slices' are seen
         publish = group_is_last != 0;
         if (publish) {
-          __threadfence();  // the other slices' partial sums are visible below
           for (int o = tid; o < rows * kGroup; o += kConsumers) {
             const int m = o / kGroup;
             const int n = n0 + o % kGroup;
@@ -243,14 +254,13 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
         }
       }
       if (publish) {
-        __threadfence();
-        ConsumersSync<kConsumers>();
+        ConsumersSync<kConsumers>();  // every output of the group is stored
         if (tid == 0) StoreRelease(args.sync + L.sync_offset + L.groups + group, 1);
       }
       if (trace != nullptr) trace[7] = clock64();
     }
   }
-  ResetWhenLastBlock(args, &block_is_last);
+  ResetWhenLastBlock(args);
 #endif
 }
 
@@ -307,9 +317,9 @@ std::size_t RingPartialBytes(const ChainLayer* layers, std::size_t count, int sm
   std::size_t bytes = 0;
   for (const int blocks : {2, 3}) {
     for (const int units : {1, 2}) {
-      for (const int row_tile : {8, 16, 32}) {
+      for (std::int64_t rows = 1; rows <= kChainMaxRows; ++rows) {
         bytes = std::max(bytes, PartialBytes(layers, count, std::int64_t{sm_count} * blocks * units,
-                                             kChunk, MaxSliceK(row_tile) / kChunk));
+                                             kChunk, MaxSliceK(rows) / kChunk, kSliceCount));
       }
     }
   }
@@ -325,12 +335,12 @@ cudaError_t LaunchRing(const ChainGemmConfig& config, const void* input, const C
   ChainArgs args;
   if (!BuildArgs(input, layers, count, rows, scratch, scratch_bytes,
                  std::int64_t{blocks} * config.units_per_worker, kChunk,
-                 MaxSliceK(row_tile) / kChunk, &args)) {
+                 MaxSliceK(rows) / kChunk, kSliceCount, &args)) {
     return cudaErrorInvalidValue;
   }
   args.ring_stages = config.ring_stages;
   args.trace = reinterpret_cast<unsigned long long*>(trace);
-  args.x_stride = MaxSliceK(row_tile) + kPad;
+  args.x_stride = MaxSliceK(rows) + kPad;
   const std::size_t smem_bytes = SmemBytes(row_tile, config.ring_stages);
   const auto launch = [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
