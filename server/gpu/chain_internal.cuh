@@ -255,13 +255,25 @@ __device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit, int l
                : "memory");
 }
 
+// Output n's bias in layer L (0 without one, or past its outputs).
+template <typename T>
+__device__ __forceinline__ float BiasAt(const LayerArgs& L, int n) {
+  return L.bias != nullptr && n < L.n ? Load(static_cast<const T*>(L.bias), n) : 0.f;
+}
+
+// Output (m, n) of layer L from its sum with the bias added: residual and activation, then the
+// store.
+template <typename T>
+__device__ __forceinline__ void FinishBiasedOutput(const LayerArgs& L, int m, int n, float v) {
+  const long long at = static_cast<long long>(m) * L.n + n;
+  if (L.residual != nullptr) v += Load(static_cast<const T*>(L.residual), at);
+  Store(static_cast<T*>(L.output), at, Activate(L.act, v));
+}
+
 // Output (m, n) of layer L from its sum: bias, residual and activation, then the store.
 template <typename T>
 __device__ __forceinline__ void FinishOutput(const LayerArgs& L, int m, int n, float v) {
-  const long long at = static_cast<long long>(m) * L.n + n;
-  if (L.bias != nullptr) v += Load(static_cast<const T*>(L.bias), n);
-  if (L.residual != nullptr) v += Load(static_cast<const T*>(L.residual), at);
-  Store(static_cast<T*>(L.output), at, Activate(L.act, v));
+  FinishBiasedOutput<T>(L, m, n, v + BiasAt<T>(L, n));
 }
 
 // Where slice `slice`'s partial sum of output (m, n) of layer L goes.

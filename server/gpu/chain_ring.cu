@@ -174,6 +174,15 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
         trace[1] = GlobalTimer();
         trace[2] = clock64();
       }
+      // The bias of the outputs this thread finishes, asked for before the waits: it depends on
+      // nothing, and loaded in the finish it was a DRAM round trip behind the multiply, on the
+      // unit's critical path. A thread finishes one output column in either finish below:
+      // column lane / 4 (+8 in warps 2 and 3) of its mma tiles' sums, or tid % 16 of the summed
+      // slices (kConsumers is a multiple of 16).
+      const int n_direct = n0 + lane / 4 + (warp >= 2 ? 8 : 0);
+      const int n_summed = n0 + tid % kGroup;
+      const float bias_direct = L.slices == 1 ? BiasAt<T>(L, n_direct) : 0.f;
+      const float bias_summed = L.slices == 1 ? 0.f : BiasAt<T>(L, n_summed);
       WaitForInputs(args, l, k0, k1, tid, kConsumers);
       // Every poller has seen its flags, and every consumer is past the last unit's reads of
       // X's slice, its sums and group_is_last.
@@ -220,18 +229,17 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
       }
       ConsumersSync<kConsumers>();
       if (trace != nullptr) trace[6] = clock64();
+      static_assert(kConsumers == 128, "sum r of thread tid: tile r / 128, column as n_direct");
       for (int r = tid; r < kTileFloats; r += kConsumers) {
         const int i = r / 128;
-        const int e = (r / 32) % 4;
-        const int owner = r % 32;
-        const int n = n0 + owner / 4 + (e >= 2 ? 8 : 0);
-        const int m = i * 8 + 2 * (owner % 4) + (e & 1);
+        const int m = i * 8 + 2 * (lane % 4) + (warp & 1);
+        const int n = n_direct;
         if (m >= rows || n >= L.n) continue;
         float v = 0.f;
 #pragma unroll
         for (int p = 0; p < kConsumerWarps; ++p) v += part[p * kTileFloats + r];
         if (L.slices == 1) {
-          FinishOutput<T>(L, m, n, v);
+          FinishBiasedOutput<T>(L, m, n, v + bias_direct);
         } else {
           __stcg(PartialAt(args, L, slice, m, n), v);
         }
@@ -252,8 +260,8 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
         if (publish) {
           for (int o = tid; o < rows * kGroup; o += kConsumers) {
             const int m = o / kGroup;
-            const int n = n0 + o % kGroup;
-            if (n < L.n) FinishOutput<T>(L, m, n, SumSlices(args, L, m, n));
+            const int n = n_summed;
+            if (n < L.n) FinishBiasedOutput<T>(L, m, n, SumSlices(args, L, m, n) + bias_summed);
           }
         }
       }
