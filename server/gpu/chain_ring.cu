@@ -131,10 +131,6 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
       const int k0 = (local % L.slices) * L.slice_k;
       const int k1 = min(k0 + L.slice_k, L.k);
       const int valid_rows = min(kGroup, L.n - n0);
-      // The ring holds a few stages; the L2 can hold the next unit whole. Where a layer is about
-      // one unit a block, the next unit is the next layer's, so the layers' weights are asked
-      // for from the start and DRAM streams while the consumers wait at the layer boundaries.
-      if (args.prefetch) PrefetchUnit(args, unit + blocks, lane);
       const auto* w = static_cast<const std::uint16_t*>(L.weight) + static_cast<long long>(n0) * L.k;
       for (int kc = k0; kc < k1; kc += kChunk, ++j) {
         const int s = j % stages;
@@ -351,7 +347,6 @@ cudaError_t LaunchRing(const ChainGemmConfig& config, const void* input, const C
     return cudaErrorInvalidValue;
   }
   args.ring_stages = config.ring_stages;
-  args.prefetch = config.prefetch ? 1 : 0;
   args.trace = reinterpret_cast<unsigned long long*>(trace);
   args.x_stride = MaxSliceK(rows) + kPad;
   const std::size_t smem_bytes = SmemBytes(row_tile, config.ring_stages);
