@@ -55,10 +55,9 @@ struct ChainLayer {
 // streams its units' weights with bulk copies into a ring of `ring_stages` shared-memory stages
 // of 16 rows × 512 K, running ahead across units and layers (weights depend on nothing), and
 // four consumer warps wait only for full stages and for the input columns they read.
-// `blocks_per_sm` 2 or 3 (one producer each). `prefetch`: where the block's next unit is the
-// next layer's, the producer asks the L2 for it once every unit of this layer has landed in
-// the rings, so that DRAM streams past what the ring holds while the consumers wait at the
-// layer boundary, and not ahead of the layer they wait on.
+// `blocks_per_sm` 2 or 3 (one producer each). `prefetch`: once a unit's weights have landed,
+// the producer asks the L2 for the block's next unit, so that DRAM streams past what the ring
+// holds while the consumers wait at a layer boundary.
 struct ChainGemmConfig {
   std::uint8_t units_per_worker = 1;  // 1, 2 or 4 (warp schedule); 1 or 2 (ring)
   bool prefetch = true;

@@ -46,7 +46,6 @@ struct ChainArgs {
   int rows;
   int total_units;
   int prefetch;     // both schedules: PrefetchUnit for the worker's next unit
-  int landed_offset;  // ring schedule with prefetch: per layer, its units whose weights landed
   int ring_stages;  // ring schedule
   int x_stride;     // ring schedule: halves between rows of X's slice in shared memory
   unsigned long long* trace;  // ring schedule, benchmarks only: kChainTraceFields a unit, or null
@@ -77,11 +76,10 @@ inline Division Divide(std::int64_t n, std::int64_t k, std::int64_t units_target
 }
 
 // The scratch's synchronisation ints: [0] counts the blocks that finished; then, per layer,
-// one counter per group (its K slices done) and one ready flag per group; last, per layer,
-// the units whose weights have landed (the ring's gated prefetch). Rounded up to 256 bytes;
-// the partial sums follow.
+// one counter per group (its K slices done) and one ready flag per group. Rounded up to 256
+// bytes; the partial sums follow.
 inline std::size_t SyncBytes(const ChainLayer* layers, std::size_t count) {
-  std::size_t ints = 1 + count;
+  std::size_t ints = 1;
   for (std::size_t l = 0; l < count; ++l) {
     ints += 2 * static_cast<std::size_t>((layers[l].out_features + kGroup - 1) / kGroup);
   }
@@ -152,7 +150,6 @@ inline bool BuildArgs(const void* input, const ChainLayer* layers, std::size_t c
   }
   if (units >= (std::int64_t{1} << 30)) return false;
   args->total_units = static_cast<int>(units);
-  args->landed_offset = static_cast<int>(sync_offset);
   return true;
 }
 

@@ -91,38 +91,6 @@ __device__ __forceinline__ unsigned long long GlobalTimer() {
 }
 #endif
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// The producer's L2 prefetch of its block's next unit, where that unit is the next layer's.
-// Why: the ring holds a few stages of a unit; at a layer boundary the consumers wait for the
-// whole previous layer while DRAM idles, and the L2 can hold the next layer's units whole.
-// When: once every unit of this layer has landed in its block's ring. Asked for at a unit's
-// start, the next layers' weights went out beside this layer's ring copies and delayed them
-// (bench/RESULTS.md, "the ring's L2 prefetch and early bias"); asked for once this block's
-// own unit had landed, they still went out ahead of other blocks' copies of this layer, and
-// its last units, which every consumer of the next layer waits on, landed behind them
-// (layer 0 of the MLP at one row ending at 11.9 µs against 5.9 without: "the gated prefetch").
-// No deadlock: a producer gates on layer l only after issuing all its own units of layers
-// up to l, and the lowest layer not yet all landed has every unit issued or issuable (their
-// producers wait only on their consumers, whose inputs are lower layers', or on lower gates).
-__device__ __forceinline__ void PrefetchAcrossBoundary(const ChainArgs& args, int unit, int blocks,
-                                                       std::uint64_t* last_stage_full,
-                                                       unsigned last_stage_parity, int lane) {
-  const int l = LayerOf(args, unit);
-  const int next = unit + blocks;
-  int* landed = args.sync + args.landed_offset + l;
-  BarrierWait(last_stage_full, last_stage_parity);
-  // A hint's bookkeeping: relaxed, nothing is read on the strength of it.
-  if (lane == 0) atomicAdd(landed, 1);
-  if (next >= args.total_units || LayerOf(args, next) == l) return;
-  const int layer_units = args.layer[l].groups * args.layer[l].slices;
-  if (lane == 0) {
-    while (LoadRelaxed(landed) < layer_units) __nanosleep(128);
-  }
-  __syncwarp();
-  PrefetchUnit(args, next, lane);
-}
-#endif
-
 // Up to 16 rows, registers for three blocks an SM (136 a thread); 32 rows, for two.
 template <typename T, int kNTiles>
 __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
@@ -175,8 +143,16 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
                    static_cast<unsigned>(len * 2), &full[s]);
         }
       }
-      if (args.prefetch) PrefetchAcrossBoundary(args, unit, blocks, &full[(j - 1) % stages],
-                                                ((j - 1) / stages) & 1, lane);
+      if (args.prefetch) {
+        // The ring holds a few stages; the L2 can hold the next unit whole, which where a layer
+        // is about one unit a block is the next layer's: DRAM then streams while the consumers
+        // wait at the layer boundary. Only once this unit's last stage has landed: asked for
+        // at the unit's start, the next layers' weights went out beside the ring's copies of
+        // this one, which every consumer of the chain waits on, and delayed them
+        // (bench/RESULTS.md, "the ring's L2 prefetch and early bias").
+        BarrierWait(&full[(j - 1) % stages], ((j - 1) / stages) & 1);
+        PrefetchUnit(args, unit + blocks, lane);
+      }
     }
   } else {
     WaitForPriorKernel();  // the input, the scratch's flags
