@@ -66,6 +66,20 @@ std::size_t WarpPartialBytes(const ChainLayer* layers, std::size_t count,
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 using chain::LayerOf;
 
+// One bulk L2 prefetch per W row of the unit (lane i: row i of the group).
+__device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit, int lane) {
+  if (unit >= a.total_units || lane >= kGroup) return;
+  const LayerArgs& L = a.layer[LayerOf(a, unit)];
+  const int local = unit - L.first_unit;
+  const int n = (local / L.slices) * kGroup + lane;
+  const int k0 = (local % L.slices) * L.slice_k;
+  const int k1 = min(k0 + L.slice_k, L.k);
+  if (n >= L.n) return;
+  const auto* row = static_cast<const std::uint16_t*>(L.weight) + static_cast<long long>(n) * L.k + k0;
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"((k1 - k0) * 2)
+               : "memory");
+}
+
 // 16 bytes another SM may have written during this launch: from the L2, never a stale L1.
 __device__ __forceinline__ uint4 LoadFromL2(const std::uint16_t* p) {
   return __ldcg(reinterpret_cast<const uint4*>(p));
@@ -92,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
     waited = true;
   };
 
-  if (args.prefetch) chain::PrefetchUnit(args, first_unit, lane);
+  if (args.prefetch) PrefetchUnit(args, first_unit, lane);
   for (int unit = first_unit; unit < args.total_units; unit += warps) {
     const int l = LayerOf(args, unit);
     const LayerArgs& L = args.layer[l];
@@ -104,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1) ChainGemmKerne
     const int chunks = (k1 - k0 + kChunk - 1) / kChunk;
     const int n0 = group * kGroup;
     const auto* w = static_cast<const std::uint16_t*>(L.weight);
-    if (args.prefetch) chain::PrefetchUnit(args, unit + warps, lane);
+    if (args.prefetch) PrefetchUnit(args, unit + warps, lane);
 
     uint4 wr[2][kStepsPerChunk];
     uint4 wr_next[2][kStepsPerChunk];
@@ -229,7 +243,7 @@ std::string ChainGemmConfig::Describe() const {
                              (blocks_per_sm == 1 ? " block" : " blocks") + " an SM";
   if (ring()) {
     return "chain ring, " + std::to_string(ring_stages) + " stages, " + blocks + ", " + units +
-           " a block" + (prefetch ? ", L2 prefetch" : "");
+           " a block";
   }
   return "chain, " + units + " a warp, " + blocks + (prefetch ? ", L2 prefetch" : "");
 }
@@ -264,16 +278,13 @@ std::vector<ChainGemmConfig> ChainGemmCandidates(std::int64_t rows) {
       }
     }
   }
-  // The ring: two blocks an SM with 2 or 4 stages, or three with 2, where they fit; with and
-  // without the L2 prefetch.
+  // The ring: two blocks an SM with 2 or 4 stages, or three with 2, where they fit.
   for (const auto& [blocks, stages] : {std::pair{2, 2}, {2, 4}, {3, 2}}) {
     if (!chain::RingFits(rows, blocks, stages)) continue;
     for (const int units : {1, 2}) {
-      for (const bool prefetch : {true, false}) {
-        candidates.push_back(ChainGemmConfig{static_cast<std::uint8_t>(units), prefetch,
-                                             static_cast<std::uint8_t>(blocks),
-                                             static_cast<std::uint8_t>(stages)});
-      }
+      candidates.push_back(ChainGemmConfig{static_cast<std::uint8_t>(units), false,
+                                           static_cast<std::uint8_t>(blocks),
+                                           static_cast<std::uint8_t>(stages)});
     }
   }
   return candidates;

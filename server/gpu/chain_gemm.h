@@ -55,9 +55,9 @@ struct ChainLayer {
 // streams its units' weights with bulk copies into a ring of `ring_stages` shared-memory stages
 // of 16 rows × 512 K, running ahead across units and layers (weights depend on nothing), and
 // four consumer warps wait only for full stages and for the input columns they read.
-// `blocks_per_sm` 2 or 3 (one producer each). `prefetch`: once a unit's weights have landed,
-// the producer asks the L2 for the block's next unit, so that DRAM streams past what the ring
-// holds while the consumers wait at a layer boundary.
+// `blocks_per_sm` 2 or 3 (one producer each); no `prefetch`: the producer asking the L2 for
+// the block's next unit as well slowed the MLP at 1–16 rows, its requests competing with the
+// layer the consumers wait on (bench/RESULTS.md, "the ring's early bias").
 struct ChainGemmConfig {
   std::uint8_t units_per_worker = 1;  // 1, 2 or 4 (warp schedule); 1 or 2 (ring)
   bool prefetch = true;
@@ -66,7 +66,7 @@ struct ChainGemmConfig {
 
   bool ring() const { return ring_stages != 0; }
   // For the load log: "chain, 2 units a warp, 1 block an SM, L2 prefetch" or "chain ring,
-  // 2 stages, 3 blocks an SM, 1 unit a block, L2 prefetch".
+  // 2 stages, 3 blocks an SM, 1 unit a block".
   std::string Describe() const;
   friend bool operator==(const ChainGemmConfig& a, const ChainGemmConfig& b) {
     return a.units_per_worker == b.units_per_worker && a.prefetch == b.prefetch &&

@@ -45,7 +45,7 @@ struct ChainArgs {
   int layers;
   int rows;
   int total_units;
-  int prefetch;     // both schedules: PrefetchUnit for the worker's next unit
+  int prefetch;     // warp schedule
   int ring_stages;  // ring schedule
   int x_stride;     // ring schedule: halves between rows of X's slice in shared memory
   unsigned long long* trace;  // ring schedule, benchmarks only: kChainTraceFields a unit, or null
@@ -237,22 +237,6 @@ __device__ __forceinline__ void WaitForInputs(const ChainArgs& a, int l, int k0,
     while (LoadRelaxed(flags + i) == 0) __nanosleep(64);
   }
   if (thread < count) FenceAcqRel();
-}
-
-// Asks the L2 for unit `unit`'s weights, one bulk prefetch per W row (lane i: row i of the
-// group); nothing past the last unit. A hint that keeps DRAM streaming while the asking warp
-// waits on something else (inputs, partial sums, a full ring).
-__device__ __forceinline__ void PrefetchUnit(const ChainArgs& a, int unit, int lane) {
-  if (unit >= a.total_units || lane >= kGroup) return;
-  const LayerArgs& L = a.layer[LayerOf(a, unit)];
-  const int local = unit - L.first_unit;
-  const int n = (local / L.slices) * kGroup + lane;
-  const int k0 = (local % L.slices) * L.slice_k;
-  const int k1 = min(k0 + L.slice_k, L.k);
-  if (n >= L.n) return;
-  const auto* row = static_cast<const std::uint16_t*>(L.weight) + static_cast<long long>(n) * L.k + k0;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"((k1 - k0) * 2)
-               : "memory");
 }
 
 // Output n's bias in layer L (0 without one, or past its outputs).

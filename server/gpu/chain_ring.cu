@@ -143,16 +143,6 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 3 : 2)
                    static_cast<unsigned>(len * 2), &full[s]);
         }
       }
-      if (args.prefetch) {
-        // The ring holds a few stages; the L2 can hold the next unit whole, which where a layer
-        // is about one unit a block is the next layer's: DRAM then streams while the consumers
-        // wait at the layer boundary. Only once this unit's last stage has landed: asked for
-        // at the unit's start, the next layers' weights went out beside the ring's copies of
-        // this one, which every consumer of the chain waits on, and delayed them
-        // (bench/RESULTS.md, "the ring's L2 prefetch and early bias").
-        BarrierWait(&full[(j - 1) % stages], ((j - 1) / stages) & 1);
-        PrefetchUnit(args, unit + blocks, lane);
-      }
     }
   } else {
     WaitForPriorKernel();  // the input, the scratch's flags
@@ -357,7 +347,6 @@ cudaError_t LaunchRing(const ChainGemmConfig& config, const void* input, const C
     return cudaErrorInvalidValue;
   }
   args.ring_stages = config.ring_stages;
-  args.prefetch = config.prefetch ? 1 : 0;
   args.trace = reinterpret_cast<unsigned long long*>(trace);
   args.x_stride = MaxSliceK(rows) + kPad;
   const std::size_t smem_bytes = SmemBytes(row_tile, config.ring_stages);

@@ -33,10 +33,8 @@ std::string GemmKernel::ToText() const {
     case Kind::kSkinny: return "skinny " + SkinnyNumbers(skinny);
     case Kind::kChain:
       if (chain.ring()) {
-        // Without the prefetch as before it was offered, so older cache files read the same.
         return "chain-ring " + std::to_string(chain.units_per_worker) + " " +
-               std::to_string(chain.ring_stages) + " " + std::to_string(chain.blocks_per_sm) +
-               (chain.prefetch ? " 1" : "");
+               std::to_string(chain.ring_stages) + " " + std::to_string(chain.blocks_per_sm);
       }
       return "chain " + std::to_string(chain.units_per_worker) + " " + (chain.prefetch ? "1" : "0") +
              " " + std::to_string(chain.blocks_per_sm);
@@ -78,15 +76,8 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
         blocks > 255) {
       return std::nullopt;
     }
-    // The ring's L2 prefetch: a fourth number, written only as 1.
-    bool ring_prefetch = false;
-    if (int fourth = 0; ring && in >> fourth) {
-      if (fourth != 1) return std::nullopt;
-      ring_prefetch = true;
-    }
-    in.clear();
     const ChainGemmConfig config =
-        ring ? ChainGemmConfig{static_cast<std::uint8_t>(units), ring_prefetch,
+        ring ? ChainGemmConfig{static_cast<std::uint8_t>(units), false,
                                static_cast<std::uint8_t>(blocks), static_cast<std::uint8_t>(second)}
              : ChainGemmConfig{static_cast<std::uint8_t>(units), second == 1,
                                static_cast<std::uint8_t>(blocks)};

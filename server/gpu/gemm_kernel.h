@@ -50,7 +50,7 @@ struct GemmKernel {
   // One word or, for kSkinny, kChain and kNormGemm, the word and its numbers: "cublaslt",
   // "small-batch", "skinny 32 2 4 8" (m_tile, row_tiles, unroll, cluster), "chain 2 1 1"
   // (units_per_worker, prefetch, blocks_per_sm), "chain-ring 1 2 3" (units_per_worker,
-  // ring_stages, blocks_per_sm; a fourth number 1 with the L2 prefetch), "norm 16 3 4" (m_tile, col_tiles, stages),
+  // ring_stages, blocks_per_sm), "norm 16 3 4" (m_tile, col_tiles, stages),
   // "norm-split 8 1 4 4" (the split-K schedule of GEMM + LayerNorm: as "skinny").
   std::string ToText() const;
   // The inverse of ToText; nullopt for anything else.

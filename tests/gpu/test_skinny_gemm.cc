@@ -197,7 +197,6 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
                                 GemmKernel::Chain({1, true, 1}),
                                 GemmKernel::Chain({1, false, 3, 2}),
                                 GemmKernel::Chain({2, false, 2, 4}),
-                                GemmKernel::Chain({2, true, 2, 4}),
                                 GemmKernel::NormGemm({16, 3, 4}),
                                 GemmKernel::NormGemm({8, 1, 8}),
                                 GemmKernel::NormGemm(gpu::NormGemmConfig::SplitK({8, 1, 4, 4}))};
@@ -210,8 +209,6 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   EXPECT_EQ(skinny.ToText(), "skinny 32 2 4 8");
   EXPECT_EQ(GemmKernel::Chain({2, true, 1}).ToText(), "chain 2 1 1");
   EXPECT_EQ(GemmKernel::Chain({1, false, 3, 2}).ToText(), "chain-ring 1 2 3");
-  EXPECT_EQ(GemmKernel::Chain({1, true, 3, 2}).ToText(), "chain-ring 1 2 3 1");
-  EXPECT_FALSE(GemmKernel::Chain({1, true, 3, 2}) == GemmKernel::Chain({1, false, 3, 2}));
   // The schedules are told apart: a ring configuration never equals a warp one.
   EXPECT_FALSE(GemmKernel::Chain({1, false, 2, 2}) == GemmKernel::Chain({1, false, 2}));
   EXPECT_EQ(GemmKernel::NormGemm({16, 4, 8}).ToText(), "norm 16 4 8");
@@ -224,7 +221,6 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
                           "small-batch 1", "skinny a b c d", "chain 3 1 1", "chain 2 2 1", "chain 2 1",
                           "chain 2 1 3", "chain 2 1 1 0", "chain-ring 1 3 2", "chain-ring 3 2 2",
                           "chain-ring 1 2 1", "chain-ring 1 4 3", "chain-ring 1 2", "chain-ring 1 2 2 0",
-                          "chain-ring 1 2 2 2", "chain-ring 1 2 2 1 1", "chain-ring 1 2 2 x",
                           "chain-ring 1 0 2", "norm 16 3", "norm 32 3 4", "norm 16 5 4",
                           "norm 16 0 4", "norm 16 3 2", "norm 16 3 4 1", "norm-split 8 1 4",
                           "norm-split 8 1 4 0", "norm-split 8 1 4 4 1",
