@@ -120,13 +120,18 @@ int BenchModel(const std::string& name, const std::string& path, std::int64_t ma
   ltserve::ExecutorInstance& exec = *instance.value();
   const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
 
-  // Agreement with libtorch on one batch through the full Execute path (pinned I/O).
+  // Agreement with libtorch on one batch through the full Execute path (pinned I/O), of at
+  // most the largest batch the instance was sized for.
   {
-    const std::int64_t rows = 64;
+    const std::int64_t rows = std::min<std::int64_t>(64, max_batch);
     auto x = torch::randn({rows, plan->input_width()}, options);
     auto expected = module.forward({x}).toTensor().to(torch::kFloat32);
     auto x_cpu = x.to(torch::kCPU).contiguous();
     auto buffer = exec.InputBuffer(0, x_cpu.nbytes());
+    if (!buffer.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), buffer.status().ToString().c_str());
+      return 1;
+    }
     std::memcpy(buffer.value().data(), x_cpu.data_ptr(), x_cpu.nbytes());
     ltserve::BatchShape shape;
     shape.batch_size = rows;
@@ -134,8 +139,8 @@ int BenchModel(const std::string& name, const std::string& path, std::int64_t ma
     auto got = torch::empty({rows, plan->output_width()}, torch::kBFloat16);
     std::memcpy(got.data_ptr(), exec.Output(0).data(), got.nbytes());
     auto diff = (got.to(torch::kFloat32) - expected.cpu()).norm() / expected.cpu().norm();
-    std::fprintf(stderr, "%s: ltserve vs libtorch at 64 rows, relative difference %.3g\n",
-                 name.c_str(), diff.item<double>());
+    std::fprintf(stderr, "%s: ltserve vs libtorch at %ld rows, relative difference %.3g\n",
+                 name.c_str(), static_cast<long>(rows), diff.item<double>());
   }
 
   const double flops_per_row = plan->FlopsPerRow();
@@ -155,6 +160,10 @@ int BenchModel(const std::string& name, const std::string& path, std::int64_t ma
 
     // End to end through Execute: pinned host input -> device -> pinned host output.
     auto in = exec.InputBuffer(0, batch * plan->input_width() * 2);
+    if (!in.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), in.status().ToString().c_str());
+      return 1;
+    }
     std::memset(in.value().data(), 0x3f, in.value().size());  // 0x3f3f: bf16 0.75, not zeros
     ltserve::BatchShape shape;
     shape.batch_size = batch;
