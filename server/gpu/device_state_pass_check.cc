@@ -9,6 +9,11 @@
 // a step has a runner-up of the other side, this times the bucket's whole pass as captured
 // graphs, as chosen and with one layer shape's steps flipped to their runner-up, shape after
 // shape, and keeps each flip the pass replays clearly faster.
+//
+// Layer chains (layer_chain_kernel auto) are checked the same way first, each run against the
+// pass with its steps' own kernels: ChooseChains times a chain alone with the L2 emptied, and
+// in served graphs BERT-base at 4 sequences of 8 ran 1.06x slower with the chain one load and
+// 0.95x the next (bench/RESULTS.md, "the ring's L2 prefetch, gated").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,22 +53,24 @@ const char* KindName(const GemmKernel& kernel) {
   }
 }
 
-// A cached choice's word: "none", or "flip:" and the flipped steps' indices, comma-separated.
-std::string FlipWord(const std::vector<std::size_t>& steps) {
+// A cached choice's word: "none", or `verb` ("flip", "drop"), a colon and the steps'
+// indices, comma-separated (flipped steps; a dropped chain's first step).
+std::string StepsWord(const std::vector<std::size_t>& steps, const std::string& verb = "flip") {
   if (steps.empty()) return "none";
-  std::string word = "flip:";
+  std::string word = verb + ":";
   for (std::size_t i = 0; i < steps.size(); ++i) {
     word += (i > 0 ? "," : "") + std::to_string(steps[i]);
   }
   return word;
 }
 
-// The steps a cached word flips; nullopt when it is not a word FlipWord writes.
-std::optional<std::vector<std::size_t>> ParseFlipWord(const std::string& word) {
+// The steps a cached word names; nullopt when it is not a word StepsWord writes for `verb`.
+std::optional<std::vector<std::size_t>> ParseStepsWord(const std::string& word,
+                                                       const std::string& verb = "flip") {
   if (word == "none") return std::vector<std::size_t>{};
-  if (word.rfind("flip:", 0) != 0) return std::nullopt;
+  if (word.rfind(verb + ":", 0) != 0) return std::nullopt;
   std::vector<std::size_t> steps;
-  std::size_t at = 5;
+  std::size_t at = verb.size() + 1;
   while (at < word.size()) {
     const std::size_t comma = std::min(word.find(',', at), word.size());
     const std::string number = word.substr(at, comma - at);
@@ -117,14 +124,16 @@ Status DeviceState::ChoosePassKernels(
     }
     return true;
   };
+  // kAlways keeps its chains wherever they run; kAuto's are checked.
+  const bool check_chains = options.layer_chain == OwnKernelMode::kAuto;
+  const auto has_chains = [&](std::size_t b) {
+    return check_chains && b < tuning.chains.size() && !tuning.chains[b].empty();
+  };
   std::vector<std::size_t> to_check;
   for (std::size_t b = 0; b < buckets; ++b) {
-    for (std::size_t s = 0; s < tuning.steps.size(); ++s) {
-      if (flippable(s, b)) {
-        to_check.push_back(b);
-        break;
-      }
-    }
+    bool check = has_chains(b);
+    for (std::size_t s = 0; s < tuning.steps.size() && !check; ++s) check = flippable(s, b);
+    if (check) to_check.push_back(b);
   }
   if (to_check.empty()) return Status::Ok();
 
@@ -137,8 +146,24 @@ Status DeviceState::ChoosePassKernels(
   LTSERVE_ASSIGN_OR_RETURN(Event stop, CreateEvent(/*timing=*/true));
   const auto started = std::chrono::steady_clock::now();
   int checked = 0;
+  int chains_checked = 0;
+  std::vector<std::string> dropped;  // "steps F-L at R rows", for the load log
+  std::string chains_timed;  // "R rows: steps F-L ratio, ...; ...", every chain comparison timed
   std::vector<std::string> flipped;  // "linear K->N at R rows to KIND", for the load log
   std::string timed;  // "R rows: K->N ratio, ...; R rows: ...", every comparison timed
+  // The median of each graph's mean replay over rounds in which the two take turns.
+  const auto time_both = [&](cudaGraphExec_t as_chosen,
+                             cudaGraphExec_t other) -> Result<std::pair<float, float>> {
+    std::vector<float> as_chosen_ms;
+    std::vector<float> other_ms;
+    for (int r = 0; r < kRounds; ++r) {
+      LTSERVE_ASSIGN_OR_RETURN(const float a, MeanReplayMs(as_chosen, stream(), start, stop));
+      LTSERVE_ASSIGN_OR_RETURN(const float o, MeanReplayMs(other, stream(), start, stop));
+      as_chosen_ms.push_back(a);
+      other_ms.push_back(o);
+    }
+    return std::pair{MedianMs(std::move(as_chosen_ms)), MedianMs(std::move(other_ms))};
+  };
   for (const std::size_t b : to_check) {
     const std::int64_t rows = chosen->buckets()[b];
     const std::string key =
@@ -155,8 +180,75 @@ Status DeviceState::ChoosePassKernels(
                                KindName(tuning.kernels[s][b]);
       if (std::find(flipped.begin(), flipped.end(), text) == flipped.end()) flipped.push_back(text);
     };
+    if (has_chains(b)) {
+      // Each run against the pass without it, in step order; a drop kept becomes the base.
+      std::string runs_text;
+      for (const ChainRun& run : tuning.chains[b]) {
+        runs_text += std::to_string(run.first_step) + "-" + std::to_string(run.last_step) + ":" +
+                     GemmKernel::Chain(run.config).ToText() + ";";
+      }
+      const std::string chain_key = key + ",chains=" + Digest(runs_text);
+      const auto drop = [&](std::vector<ChainRun>& runs, std::size_t first) {
+        const auto at = std::find_if(runs.begin(), runs.end(),
+                                     [&](const ChainRun& run) { return run.first_step == first; });
+        if (at == runs.end()) return false;
+        dropped.push_back("steps " + std::to_string(at->first_step) + "-" +
+                          std::to_string(at->last_step) + " at " + std::to_string(rows) + " rows");
+        runs.erase(at);
+        return true;
+      };
+      std::optional<std::vector<std::size_t>> cached_drops;
+      if (const std::string* word = cache.FindChoice(chain_key); word != nullptr) {
+        cached_drops = ParseStepsWord(*word, "drop");
+        // Every step named must start one of the runs, or the word is timed again, not applied
+        // in part.
+        if (cached_drops.has_value() &&
+            !std::all_of(cached_drops->begin(), cached_drops->end(), [&](std::size_t first) {
+              return std::any_of(tuning.chains[b].begin(), tuning.chains[b].end(),
+                                 [&](const ChainRun& run) { return run.first_step == first; });
+            })) {
+          cached_drops.reset();
+        }
+      }
+      if (cached_drops.has_value()) {
+        ++*from_cache;
+        for (const std::size_t first : *cached_drops) drop(tuning.chains[b], first);
+      } else {
+        LTSERVE_RETURN_IF_ERROR(SetTimingSequences(rows));
+        model_ = model->WithTuning(tuning);
+        LTSERVE_ASSIGN_OR_RETURN(GraphExec base, CapturePass(b));
+        std::vector<std::size_t> drops;
+        chains_timed += (chains_timed.empty() ? "" : "; ") + std::to_string(rows) + " rows:";
+        const std::vector<ChainRun> runs = tuning.chains[b];
+        for (const ChainRun& run : runs) {
+          GemmTuning trial = tuning;
+          std::vector<ChainRun>& trial_runs = trial.chains[b];
+          trial_runs.erase(std::find_if(trial_runs.begin(), trial_runs.end(),
+                                        [&](const ChainRun& r) { return r.first_step == run.first_step; }));
+          model_ = model->WithTuning(trial);
+          LTSERVE_ASSIGN_OR_RETURN(GraphExec without, CapturePass(b));
+          LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), without.get()));
+          char ratio[96];
+          std::snprintf(ratio, sizeof(ratio), "%s steps %zu-%zu %.3f",
+                        chains_timed.back() == ':' ? "" : ",", run.first_step, run.last_step,
+                        static_cast<double>(ms.second / ms.first));
+          chains_timed += ratio;
+          if (!ClearlyFaster(ms.second, ms.first)) continue;
+          drop(tuning.chains[b], run.first_step);
+          drops.push_back(run.first_step);
+          base = std::move(without);
+        }
+        cache.PutChoice(chain_key, StepsWord(drops, "drop"));
+      }
+      ++chains_checked;
+    }
+    bool any_flippable = false;
+    for (std::size_t s = 0; s < tuning.steps.size() && !any_flippable; ++s) {
+      any_flippable = flippable(s, b);
+    }
+    if (!any_flippable) continue;  // a bucket checked for its chains alone
     if (const std::string* word = cache.FindChoice(key); word != nullptr) {
-      const std::optional<std::vector<std::size_t>> steps = ParseFlipWord(*word);
+      const std::optional<std::vector<std::size_t>> steps = ParseStepsWord(*word);
       const bool valid =
           steps.has_value() && std::all_of(steps->begin(), steps->end(), [&](std::size_t s) {
             return s < tuning.steps.size() && flippable(s, b);
@@ -212,17 +304,9 @@ Status DeviceState::ChoosePassKernels(
         LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
         continue;
       }
-      std::vector<float> base_ms;
-      std::vector<float> flipped_ms;
-      for (int r = 0; r < kRounds; ++r) {
-        LTSERVE_ASSIGN_OR_RETURN(const float as_chosen, MeanReplayMs(base.get(), stream(), start, stop));
-        LTSERVE_ASSIGN_OR_RETURN(const float other,
-                                 MeanReplayMs(flipped_graph.value().get(), stream(), start, stop));
-        base_ms.push_back(as_chosen);
-        flipped_ms.push_back(other);
-      }
-      const float as_chosen = MedianMs(std::move(base_ms));
-      const float other = MedianMs(std::move(flipped_ms));
+      LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), flipped_graph.value().get()));
+      const float as_chosen = ms.first;
+      const float other = ms.second;
       const auto& gemm = std::get<GemmStep>(tuning.steps[shape.front()]);
       char ratio[96];
       std::snprintf(ratio, sizeof(ratio), "%s %lld->%lld %.3f", timed.back() == ':' ? "" : ",",
@@ -238,22 +322,32 @@ Status DeviceState::ChoosePassKernels(
       }
     }
     std::sort(flips.begin(), flips.end());
-    cache.PutChoice(key, FlipWord(flips));
+    cache.PutChoice(key, StepsWord(flips));
     ++checked;
   }
   LTSERVE_RETURN_IF_ERROR(SetSequences({}));
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
   model_ = model->WithTuning(tuning);
-  std::string note = "own-kernel choices checked in the pass at " + std::to_string(checked) +
-                     " buckets: " + std::to_string(flipped.size()) + " flipped";
-  for (std::size_t i = 0; i < flipped.size(); ++i) note += (i > 0 ? "; " : " (") + flipped[i];
-  if (!flipped.empty()) note += ")";
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%.1f",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  note += std::string(", ") + seconds + " s";
-  if (!timed.empty()) note += "; pass with the shape flipped / as chosen at " + timed;
-  tuning.notes.push_back(note);
+  if (chains_checked > 0) {
+    std::string note = "layer chains checked in the pass at " + std::to_string(chains_checked) +
+                       " buckets: " + std::to_string(dropped.size()) + " dropped";
+    for (std::size_t i = 0; i < dropped.size(); ++i) note += (i > 0 ? "; " : " (") + dropped[i];
+    if (!dropped.empty()) note += ")";
+    if (!chains_timed.empty()) note += "; pass without the chain / with it at " + chains_timed;
+    tuning.notes.push_back(note);
+  }
+  if (checked > 0) {
+    std::string note = "own-kernel choices checked in the pass at " + std::to_string(checked) +
+                       " buckets: " + std::to_string(flipped.size()) + " flipped";
+    for (std::size_t i = 0; i < flipped.size(); ++i) note += (i > 0 ? "; " : " (") + flipped[i];
+    if (!flipped.empty()) note += ")";
+    note += std::string(", ") + seconds + " s";
+    if (!timed.empty()) note += "; pass with the shape flipped / as chosen at " + timed;
+    tuning.notes.push_back(note);
+  }
   return Status::Ok();
 }
 

@@ -17,6 +17,7 @@
 #include "config/parameters.h"
 #include "gpu/gpu_executor.h"
 #include "reference.h"
+#include "sixteen_bit.h"
 #include "test_support.h"
 
 namespace ltserve {
@@ -512,6 +513,124 @@ TEST(GpuExecutor, KernelChoicesCheckedInThePassMatchTheReferenceAndComeBackFromT
   ASSERT_TRUE(unchecked.ok()) << unchecked.status().ToString();
   EXPECT_EQ(unchecked.value()->Describe().find("checked in the pass"), std::string::npos)
       << unchecked.value()->Describe();
+  std::filesystem::remove(cache);
+}
+
+// check_kernels_in_pass with layer_chain_kernel auto: the layer chains are checked too, each
+// run against the pass with its steps' own kernels. The chains are forced through the cache
+// file (every chain choice rewritten to a ring configuration offered at up to 32 rows), so
+// that SmallBatchPlan's two runs stand at each of its 6 buckets of at most 32 rows whatever
+// the GPU timed; the check then times each bucket and keeps its answer in the file; drops
+// read from the file (both runs, steps 1-2 and 3-6, at every bucket) say so in the load log
+// and give the reference's results; a word naming a step that starts no run, or not a list,
+// is timed again, never applied in part.
+TEST(GpuExecutor, LayerChainsCheckedInThePassMatchTheReferenceAndComeBackFromTheCache) {
+  SKIP_WITHOUT_HOPPER("the layer-chain kernel");
+  auto plan = SmallBatchPlan();
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("ltserve_algo_cache_" + std::to_string(Rng()()));
+  ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+  spec.options = testing::Options({{"precision", "bf16"},
+                                   {"layer_chain_kernel", "auto"},
+                                   {"small_batch_kernel", "off"},
+                                   {"check_kernels_in_pass", "true"},
+                                   {"algo_cache_file", cache.string()}});
+  auto first = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+
+  // Every line `starts` begins with rewritten by `edit` (the whole line in, the line out, or
+  // empty to drop it); returns how many there were.
+  const auto rewrite = [&](const std::string& starts, auto edit) {
+    std::vector<std::string> lines;
+    int matched = 0;
+    {
+      std::ifstream in(cache);
+      for (std::string line; std::getline(in, line);) {
+        if (line.rfind(starts, 0) == 0) {
+          ++matched;
+          line = edit(line);
+          if (line.empty()) continue;
+        }
+        lines.push_back(line);
+      }
+    }
+    std::ofstream out(cache, std::ios::trunc);
+    for (const std::string& line : lines) out << line << "\n";
+    return matched;
+  };
+  // 2 runs x the 6 buckets of at most 32 rows.
+  EXPECT_EQ(rewrite("kernel chain,", [](const std::string& line) {
+              const std::size_t key_end = line.find(' ', std::string("kernel ").size());
+              return line.substr(0, key_end) + " chain-ring 1 2 2";
+            }),
+            12);
+  // Any chain check of the first load was of other chains: timed again.
+  rewrite("choice pass,", [](const std::string& line) {
+    return line.find(",chains=") == std::string::npos ? line : std::string();
+  });
+  const std::string note = "layer chains checked in the pass at 6 buckets: ";
+  auto checked = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  const std::string checked_log = checked.value()->Describe();
+  EXPECT_NE(checked_log.find("layer-chain kernel for steps 1-2 at 1 rows"), std::string::npos)
+      << checked_log;
+  EXPECT_NE(checked_log.find(note), std::string::npos) << checked_log;
+  EXPECT_NE(checked_log.find("pass without the chain / with it at 1 rows: steps 1-2 "),
+            std::string::npos)
+      << checked_log;
+
+  const auto rewrite_chain_choices = [&](const std::string& word) {
+    return rewrite("choice pass,", [&](const std::string& line) {
+      if (line.find(",chains=") == std::string::npos) return line;
+      return line.substr(0, line.rfind(' ')) + " " + word;
+    });
+  };
+  const auto expect_reference = [&](ExecutorFactory& factory, const std::string& what) {
+    auto instance = factory.CreateInstance(0);
+    ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+    auto quantize = [](float v) { return RoundTo(v, "bf16"); };
+    for (std::int64_t rows : {1, 3, 17, 32, 77}) {
+      std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+      for (float& v : input) v = quantize(v);
+      const std::vector<float> out =
+          RunPoisoned(*instance.value(), *plan, input, rows, DataType::kFp32);
+      const std::vector<double> ref = testing::ReferenceForward(*plan, input, rows, quantize);
+      const double error = RelativeError(out, ref);
+      std::printf("bf16 rows=%ld, %s: relative error %.3g\n", static_cast<long>(rows),
+                  what.c_str(), error);
+      EXPECT_LE(error, Tolerance("bf16")) << what << ", rows " << rows;
+    }
+  };
+  expect_reference(*checked.value(), "layer chains as checked");
+
+  // Step 2 starts no run, the others are not lists of steps: timed again, nothing dropped
+  // from the file.
+  for (const std::string word : {"drop:1,2", "drop:", "drop:1,,3", "flip:1", "keep"}) {
+    EXPECT_EQ(rewrite_chain_choices(word), 6) << word;
+    auto reread = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+    ASSERT_TRUE(reread.ok()) << word << ": " << reread.status().ToString();
+    const std::string log = reread.value()->Describe();
+    EXPECT_NE(log.find(note), std::string::npos) << word << ": " << log;
+    EXPECT_NE(log.find("pass without the chain / with it at "), std::string::npos)
+        << word << ": " << log;
+  }
+  EXPECT_EQ(rewrite_chain_choices("drop:1,3"), 6);
+  auto dropped = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  const std::string dropped_log = dropped.value()->Describe();
+  EXPECT_NE(dropped_log.find(note + "12 dropped (steps 1-2 at 1 rows; steps 3-6 at 1 rows; "),
+            std::string::npos)
+      << dropped_log;
+  EXPECT_EQ(dropped_log.find("pass without the chain / with it at "), std::string::npos)
+      << dropped_log;
+  expect_reference(*dropped.value(), "every layer chain dropped");
+
+  // layer_chain_kernel always keeps its chains: nothing checked.
+  spec.options.layer_chain = OwnKernelMode::kAlways;
+  auto always = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(always.ok()) << always.status().ToString();
+  EXPECT_EQ(always.value()->Describe().find("layer chains checked"), std::string::npos)
+      << always.value()->Describe();
   std::filesystem::remove(cache);
 }
 
