@@ -444,9 +444,11 @@ if [[ ${FULL_BUILD:-1} == 1 ]]; then
   fi
 fi
 echo "== done (${SECONDS} s)"
-# PACK_LOGS=1: every file in $OUT but the tables (*.md) and run.log (where a caller sends this
-# script's own output) into one logs.tgz, for a copy back that takes few files.
-if [[ ${PACK_LOGS:-0} == 1 ]]; then
+# PACK_LOGS (on by default; 0 leaves the files as they are): every file in $OUT but the tables
+# (*.md) and run.log (where a caller sends this script's own output) into one logs.tgz, for a
+# copy back that takes few files. A run's logs outnumber its tables (a dozen against four or
+# five), and a copy-back limited by count dropped the test logs of a run that left them loose.
+if [[ ${PACK_LOGS:-1} == 1 ]]; then
   mapfile -t logs < <(cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.md' ! -name run.log ! -name logs.tgz)
   if ((${#logs[@]} > 0)); then
     (cd "$OUT" && tar czf logs.tgz "${logs[@]}" && rm -f "${logs[@]}") || status=1
