@@ -226,8 +226,14 @@ Status DeviceState::ChoosePassKernels(
           trial_runs.erase(std::find_if(trial_runs.begin(), trial_runs.end(),
                                         [&](const ChainRun& r) { return r.first_step == run.first_step; }));
           model_ = model->WithTuning(trial);
-          LTSERVE_ASSIGN_OR_RETURN(GraphExec without, CapturePass(b));
-          LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), without.get()));
+          Result<GraphExec> without = CapturePass(b);
+          if (!without.ok()) {
+            // The steps' own kernels that cannot run here: the chain stays, as in the flips.
+            if (own_kernel_failure_.empty()) own_kernel_failure_ = without.status().ToString();
+            LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
+            continue;
+          }
+          LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), without.value().get()));
           char ratio[96];
           std::snprintf(ratio, sizeof(ratio), "%s steps %zu-%zu %.3f",
                         chains_timed.back() == ':' ? "" : ",", run.first_step, run.last_step,
@@ -236,7 +242,7 @@ Status DeviceState::ChoosePassKernels(
           if (!ClearlyFaster(ms.second, ms.first)) continue;
           drop(tuning.chains[b], run.first_step);
           drops.push_back(run.first_step);
-          base = std::move(without);
+          base = std::move(without.value());
         }
         cache.PutChoice(chain_key, StepsWord(drops, "drop"));
       }
