@@ -57,7 +57,8 @@ struct ChainLayer {
 // four consumer warps wait only for full stages and for the input columns they read.
 // `blocks_per_sm` 2 or 3 (one producer each); no `prefetch`: the producer asking the L2 for
 // the block's next unit as well slowed the MLP at 1–16 rows, its requests competing with the
-// layer the consumers wait on (bench/RESULTS.md, "the ring's early bias").
+// layer the consumers wait on, also when gated on what had landed (bench/RESULTS.md, "the
+// ring's L2 prefetch and early bias", "the ring's L2 prefetch, gated").
 struct ChainGemmConfig {
   std::uint8_t units_per_worker = 1;  // 1, 2 or 4 (warp schedule); 1 or 2 (ring)
   bool prefetch = true;

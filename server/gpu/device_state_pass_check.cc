@@ -164,6 +164,17 @@ Status DeviceState::ChoosePassKernels(
     }
     return std::pair{MedianMs(std::move(as_chosen_ms)), MedianMs(std::move(other_ms))};
   };
+  // A pass of `trial` at bucket `b` captured; nullopt where one of its kernels cannot run here,
+  // which then stays out of the pass as it did in ChooseKernel (the failure kept for the log).
+  const auto capture_trial = [&](const GemmTuning& trial,
+                                 std::size_t b) -> Result<std::optional<GraphExec>> {
+    model_ = model->WithTuning(trial);
+    Result<GraphExec> graph = CapturePass(b);
+    if (graph.ok()) return std::optional<GraphExec>(std::move(graph).value());
+    if (own_kernel_failure_.empty()) own_kernel_failure_ = graph.status().ToString();
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
+    return std::optional<GraphExec>();
+  };
   for (const std::size_t b : to_check) {
     const std::int64_t rows = chosen->buckets()[b];
     const std::string key =
@@ -225,15 +236,9 @@ Status DeviceState::ChoosePassKernels(
           std::vector<ChainRun>& trial_runs = trial.chains[b];
           trial_runs.erase(std::find_if(trial_runs.begin(), trial_runs.end(),
                                         [&](const ChainRun& r) { return r.first_step == run.first_step; }));
-          model_ = model->WithTuning(trial);
-          Result<GraphExec> without = CapturePass(b);
-          if (!without.ok()) {
-            // The steps' own kernels that cannot run here: the chain stays, as in the flips.
-            if (own_kernel_failure_.empty()) own_kernel_failure_ = without.status().ToString();
-            LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
-            continue;
-          }
-          LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), without.value().get()));
+          LTSERVE_ASSIGN_OR_RETURN(std::optional<GraphExec> without, capture_trial(trial, b));
+          if (!without.has_value()) continue;  // the chain stays
+          LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), without->get()));
           char ratio[96];
           std::snprintf(ratio, sizeof(ratio), "%s steps %zu-%zu %.3f",
                         chains_timed.back() == ':' ? "" : ",", run.first_step, run.last_step,
@@ -242,7 +247,7 @@ Status DeviceState::ChoosePassKernels(
           if (!ClearlyFaster(ms.second, ms.first)) continue;
           drop(tuning.chains[b], run.first_step);
           drops.push_back(run.first_step);
-          base = std::move(without.value());
+          base = std::move(*without);
         }
         cache.PutChoice(chain_key, StepsWord(drops, "drop"));
       }
@@ -302,15 +307,9 @@ Status DeviceState::ChoosePassKernels(
     for (const std::vector<std::size_t>& shape : shapes) {
       GemmTuning trial = tuning;
       for (const std::size_t s : shape) trial.kernels[s][b] = *runner_ups[s][b];
-      model_ = model->WithTuning(trial);
-      Result<GraphExec> flipped_graph = CapturePass(b);
-      if (!flipped_graph.ok()) {
-        // An own kernel that cannot run here stays out, as in ChooseKernel.
-        if (own_kernel_failure_.empty()) own_kernel_failure_ = flipped_graph.status().ToString();
-        LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
-        continue;
-      }
-      LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), flipped_graph.value().get()));
+      LTSERVE_ASSIGN_OR_RETURN(std::optional<GraphExec> flipped_graph, capture_trial(trial, b));
+      if (!flipped_graph.has_value()) continue;
+      LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), flipped_graph->get()));
       const float as_chosen = ms.first;
       const float other = ms.second;
       const auto& gemm = std::get<GemmStep>(tuning.steps[shape.front()]);
