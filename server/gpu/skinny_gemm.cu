@@ -294,20 +294,63 @@ __global__ void __launch_bounds__(kThreads)
   }
   cluster.sync();  // every block's partial sums are in its shared memory
 
-  // Consecutive threads take consecutive outputs of a row of Y: coalesced stores.
-  for (int o = rank * kThreads + threadIdx.x; o < kMTile * S::kBlockRows; o += splits * kThreads) {
-    const int m_local = o / S::kBlockRows;
-    const int n_local = o % S::kBlockRows;
-    const int m = m0 + m_local;
-    const int n = block_n0 + n_local;
-    if (m >= rows || n >= n_total) continue;
-    const int at = m_local * S::kPartStride + n_local;
-    float v = 0.f;
-    for (int s = 0; s < splits; ++s) v += cluster.map_shared_rank(partial, s)[at];
-    const std::int64_t out = static_cast<std::int64_t>(m) * n_total + n;
-    if (bias != nullptr) v += Load(bias, n);
-    if (residual != nullptr) v += Load(residual, out);
-    Store(y, out, Activate(epilogue.act, v));
+  // Consecutive threads take consecutive outputs of a row of Y: coalesced stores. A thread
+  // sums kOutputsInFlight outputs at a time with every load they need (the blocks' partials
+  // through distributed shared memory, bias, residual) issued before the first add: at 64-row
+  // tiles a thread has 8 outputs, and summed one after another each costs its round trips in
+  // series. The adds keep rank order, so the bits are those of one output at a time.
+  constexpr int kOutputsInFlight = 4;
+  constexpr int kRanksAtOnce = 4;
+  constexpr int kOutputs = kMTile * S::kBlockRows;
+  const int output_stride = splits * kThreads;
+  for (int o0 = rank * kThreads + threadIdx.x; o0 < kOutputs;
+       o0 += kOutputsInFlight * output_stride) {
+    int at[kOutputsInFlight];
+    std::int64_t out[kOutputsInFlight];
+    bool valid[kOutputsInFlight];
+    float bias_v[kOutputsInFlight];
+    float residual_v[kOutputsInFlight];
+    float v[kOutputsInFlight];
+#pragma unroll
+    for (int b = 0; b < kOutputsInFlight; ++b) {
+      const int o = o0 + b * output_stride;
+      const int m_local = o / S::kBlockRows;
+      const int n_local = o % S::kBlockRows;
+      const int m = m0 + m_local;
+      const int n = block_n0 + n_local;
+      valid[b] = o < kOutputs && m < rows && n < n_total;
+      at[b] = valid[b] ? m_local * S::kPartStride + n_local : 0;
+      out[b] = valid[b] ? static_cast<std::int64_t>(m) * n_total + n : 0;
+      bias_v[b] = valid[b] && bias != nullptr ? Load(bias, n) : 0.f;
+      residual_v[b] = valid[b] && residual != nullptr ? Load(residual, out[b]) : 0.f;
+      v[b] = 0.f;
+    }
+    // Past the cluster's ranks a slot adds 0.f, which changes no sum (v is never -0 here).
+    for (int s0 = 0; s0 < splits; s0 += kRanksAtOnce) {
+      float part[kRanksAtOnce][kOutputsInFlight];
+#pragma unroll
+      for (int j = 0; j < kRanksAtOnce; ++j) {
+        const int s = s0 + j;
+        const float* from = cluster.map_shared_rank(partial, s < splits ? s : rank);
+#pragma unroll
+        for (int b = 0; b < kOutputsInFlight; ++b) {
+          part[j][b] = s < splits && valid[b] ? from[at[b]] : 0.f;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kRanksAtOnce; ++j) {
+#pragma unroll
+        for (int b = 0; b < kOutputsInFlight; ++b) v[b] += part[j][b];
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kOutputsInFlight; ++b) {
+      if (!valid[b]) continue;
+      float sum = v[b];
+      if (bias != nullptr) sum += bias_v[b];
+      if (residual != nullptr) sum += residual_v[b];
+      Store(y, out[b], Activate(epilogue.act, sum));
+    }
   }
   if constexpr (kLayerNorm) {
     // Its first cluster barrier also keeps every block here until the partials are read.
