@@ -496,7 +496,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -551,6 +551,19 @@ int main(int argc, char** argv) {
              PrintOptionAB("BERT-base layers, bf16, seq 8", KernelsInPassAB(), p, spec,
                            tokens.value(), std::span(short_batches).first(max_batch >= 4 ? 3 : 1),
                            8);
+    }
+    if (argc > 3 && std::string(argv[3]) == "--fusion-ab") {
+      // One to four sequences of 128 (the split-K kernel takes the first, the GEMM + LayerNorm
+      // kernel all three): LayerNorm fused into every GEMM before it, then every GEMM on the
+      // own kernels, then programmatic launch with every boundary between own kernels.
+      const std::int64_t fusion_batches[] = {1, 2, 4};
+      const auto batches = std::span(fusion_batches).first(max_batch >= 4 ? 3 : 1);
+      return PrintOptionAB("BERT-base layers, bf16, seq 128", GemmLayerNormAlwaysAB(), p, spec,
+                           tokens.value(), batches, kSeq) +
+             PrintOptionAB("BERT-base layers, bf16, seq 128", OwnKernelsEverywhereAB(), p, spec,
+                           tokens.value(), batches, kSeq) +
+             PrintOptionAB("BERT-base layers, bf16, seq 128", ProgrammaticWithOwnKernelsAB(), p,
+                           spec, tokens.value(), batches.first(1), kSeq);
     }
     if (argc > 3 && std::string(argv[3]) == "--chain-ab") {
       // The layer-chain kernel (either schedule) where the load times it faster, against never:

@@ -81,6 +81,44 @@ OptionAB TwoStreamHalvesAB() {
                   [](ltserve::ModelOptions& o) { o.two_stream_halves = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB GemmLayerNormAlwaysAB() {
+  OptionAB ab{"every Linear before a LayerNorm fused with it (gemm_layernorm_kernel always) and none (off)",
+              "always", "off",
+              [](ltserve::ModelOptions& o) { o.gemm_layernorm = ltserve::OwnKernelMode::kAlways; },
+              [](ltserve::ModelOptions& o) { o.gemm_layernorm = ltserve::OwnKernelMode::kOff; }};
+  ab.print_logs = true;
+  return ab;
+}
+
+namespace {
+// Every GEMM the own kernels take runs on them: the split-K kernel and, before a LayerNorm,
+// the GEMM + LayerNorm kernel, so that every kernel boundary of a layer is between own kernels.
+void OwnKernelsEverywhere(ltserve::ModelOptions& o) {
+  o.skinny_gemm = ltserve::OwnKernelMode::kAlways;
+  o.gemm_layernorm = ltserve::OwnKernelMode::kAlways;
+}
+}  // namespace
+
+OptionAB OwnKernelsEverywhereAB() {
+  OptionAB ab{"every GEMM on the own kernels where they run (skinny_gemm_kernel and gemm_layernorm_kernel always) and the defaults",
+              "own", "defaults", OwnKernelsEverywhere, [](ltserve::ModelOptions&) {}};
+  ab.print_logs = true;
+  return ab;
+}
+
+OptionAB ProgrammaticWithOwnKernelsAB() {
+  return OptionAB{"programmatic dependent launch on and off, every GEMM on the own kernels where they run",
+                  "on", "off",
+                  [](ltserve::ModelOptions& o) {
+                    OwnKernelsEverywhere(o);
+                    o.programmatic_launch = true;
+                  },
+                  [](ltserve::ModelOptions& o) {
+                    OwnKernelsEverywhere(o);
+                    o.programmatic_launch = false;
+                  }};
+}
+
 OptionAB KernelsInPassAB() {
   OptionAB ab{"own-kernel choices checked in the pass (check_kernels_in_pass true) and made one kernel at a time (false)",
               "checked", "per kernel",

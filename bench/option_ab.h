@@ -48,6 +48,11 @@ OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against o
 OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off
 OptionAB TwoStreamHalvesAB();  // a bucket as two halves on two streams allowed (auto) against off
 OptionAB GemmSearchAB();  // the wide cuBLASLt search against the heuristic's candidates
+OptionAB GemmLayerNormAlwaysAB();  // every GEMM + LayerNorm pair fused (always) against off
+// The split-K and GEMM + LayerNorm kernels wherever they run (always) against the defaults,
+// and programmatic launch on against off with them.
+OptionAB OwnKernelsEverywhereAB();
+OptionAB ProgrammaticWithOwnKernelsAB();
 // Own-kernel choices checked in whole passes (check_kernels_in_pass true) against the choices
 // made one kernel at a time (false); A loads first, so B runs A's choices before the check.
 OptionAB KernelsInPassAB();

@@ -37,7 +37,7 @@ echo "== GPU executor build"
   cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
 else
-  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0 RUN_GEMM_SEARCH=0 RUN_SEARCH_AB=0 RUN_PASS_AB=0
+  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0 RUN_GEMM_SEARCH=0 RUN_SEARCH_AB=0 RUN_PASS_AB=0 RUN_FUSION_AB=0
 fi
 
 if [[ ${RUN_GPU_TESTS:-1} == 1 ]]; then
@@ -249,6 +249,18 @@ if [[ ${RUN_PASS_AB:-0} == 1 ]]; then
   ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --pass-ab \
     >> "$OUT/pass_ab.md" 2>> "$OUT/pass_ab.log" || status=1
   cat "$OUT/pass_ab.md" "$OUT/pass_ab.log"
+fi
+if [[ ${RUN_FUSION_AB:-0} == 1 ]]; then
+  # BERT-base at one to four sequences of 128 in served graphs: every GEMM + LayerNorm pair
+  # fused against none, every GEMM on the own kernels against the defaults, and programmatic
+  # launch on against off with them (tables on stdout; each load's log, with what it chose,
+  # on stderr).
+  echo "== fusion A/Bs (${SECONDS} s)"
+  timeout "${FUSION_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 4 --fusion-ab \
+    > "$OUT/fusion_ab.md" 2> "$OUT/fusion_ab.log" || status=1
+  cat "$OUT/fusion_ab.md"
+  grep -oE "(GEMM \+ LayerNorm|split-K) kernel for [^;]*" "$OUT/fusion_ab.log" | cut -c1-300
 fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
