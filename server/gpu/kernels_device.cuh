@@ -24,6 +24,13 @@ __device__ __forceinline__ void WaitForPriorKernel() {
 #endif
 }
 
+// Asks the L2 for the 128-byte line holding `p` without waiting for it: a later load of the
+// line then costs an L2 round trip, not a DRAM one. For data the kernel before does not write,
+// requested before WaitForPriorKernel so that the DRAM latency passes while that kernel drains.
+__device__ __forceinline__ void PrefetchToL2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // Lets the kernel after this one on the stream (if launched programmatically) start once every
 // block of this grid has called it, rather than when they exit: its prologue (weight loads
 // that do not depend on this kernel) then overlaps this kernel's main loop. Its own

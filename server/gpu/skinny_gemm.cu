@@ -160,6 +160,39 @@ __device__ void NormaliseRowTileIfLast(const Epilogue& e, T* y, int m0, int m_ti
 }
 #endif
 
+// The L2 prefetch before the programmatic wait (SkinnyGemmKernel): W rows
+// [block_n0, block_n0 + kBlockRows) over the block's chunks from `first_chunk` on (every
+// `splits`-th), 256 bytes a row and chunk, a thread a 128-byte line; the block's bias; with the
+// LayerNorm tail, gamma and beta.
+template <typename T, int kChunk, int kBlockRows, bool kLayerNorm>
+__device__ __forceinline__ void PrefetchBlockInputs(const T* w, const Epilogue& e, int block_n0,
+                                                    int n_total, int k_total, int first_chunk,
+                                                    int splits, int chunks) {
+  constexpr int kLineElems = 128 / static_cast<int>(sizeof(T));
+  constexpr int kLinesPerRowChunk = kChunk / kLineElems;
+  constexpr int kLines = kBlockRows * kLinesPerRowChunk;  // a chunk's lines in the block's rows
+  for (int chunk = first_chunk; chunk < chunks; chunk += splits) {
+    for (int i = threadIdx.x; i < kLines; i += kThreads) {
+      const int n = block_n0 + i / kLinesPerRowChunk;
+      const int k = chunk * kChunk + (i % kLinesPerRowChunk) * kLineElems;
+      if (n < n_total && k < k_total) PrefetchToL2(w + static_cast<std::int64_t>(n) * k_total + k);
+    }
+  }
+  const int lines_of_outputs = (kBlockRows + kLineElems - 1) / kLineElems;
+  if (e.bias != nullptr && static_cast<int>(threadIdx.x) < lines_of_outputs) {
+    const int n = block_n0 + static_cast<int>(threadIdx.x) * kLineElems;
+    if (n < n_total) PrefetchToL2(static_cast<const T*>(e.bias) + n);
+  }
+  if constexpr (kLayerNorm) {
+    constexpr int kFloatsPerLine = 32;
+    const int lines = (n_total + kFloatsPerLine - 1) / kFloatsPerLine;
+    for (int i = threadIdx.x; i < 2 * lines; i += kThreads) {
+      const float* v = i < lines ? e.gamma : e.beta;
+      if (v != nullptr) PrefetchToL2(v + (i % lines) * kFloatsPerLine);
+    }
+  }
+}
+
 // kLayerNorm: with the LayerNorm tail. A kernel of its own: the tail's registers (two rows of
 // up to 1,024 a warp) would otherwise raise the plain GEMM's count (96 to 128 at 8-row tiles,
 // with spills) and lower its occupancy.
@@ -231,9 +264,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // W is not the kernel before's output: under a programmatic launch its first chunk is in
-  // flight while that kernel drains. X is, so it is staged only after the wait.
+  // flight while that kernel drains. X is, so it is staged only after the wait. The rest of
+  // what the block reads that no kernel before writes (its later W chunks, its bias, the
+  // LayerNorm's gamma and beta) is requested into the L2 now: loaded only when needed, each
+  // would be a DRAM round trip of its own in series with the X loads and the sums.
   int chunk = rank;
   if (chunk < chunks) load_w(wr, chunk);
+  PrefetchBlockInputs<T, S::kChunk, S::kBlockRows, kLayerNorm>(w, epilogue, block_n0, n_total,
+                                                                k_total, chunk + splits, splits,
+                                                                chunks);
   WaitForPriorKernel();
   AllowDependentLaunch();
   int buffer = 0;
