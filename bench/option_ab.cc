@@ -101,7 +101,12 @@ void OwnKernelsEverywhere(ltserve::ModelOptions& o) {
 
 OptionAB OwnKernelsEverywhereAB() {
   OptionAB ab{"every GEMM on the own kernels where they run (skinny_gemm_kernel and gemm_layernorm_kernel always) and the defaults",
-              "own", "defaults", OwnKernelsEverywhere, [](ltserve::ModelOptions&) {}};
+              "own", "defaults", OwnKernelsEverywhere, [](ltserve::ModelOptions& o) {
+                // Set, not left: B's options start as A set them.
+                const ltserve::ModelOptions defaults;
+                o.skinny_gemm = defaults.skinny_gemm;
+                o.gemm_layernorm = defaults.gemm_layernorm;
+              }};
   ab.print_logs = true;
   return ab;
 }

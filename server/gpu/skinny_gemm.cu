@@ -160,24 +160,14 @@ __device__ void NormaliseRowTileIfLast(const Epilogue& e, T* y, int m0, int m_ti
 }
 #endif
 
-// The L2 prefetch before the programmatic wait (SkinnyGemmKernel): W rows
-// [block_n0, block_n0 + kBlockRows) over the block's chunks from `first_chunk` on (every
-// `splits`-th), 256 bytes a row and chunk, a thread a 128-byte line; the block's bias; with the
-// LayerNorm tail, gamma and beta.
-template <typename T, int kChunk, int kBlockRows, bool kLayerNorm>
-__device__ __forceinline__ void PrefetchBlockInputs(const T* w, const Epilogue& e, int block_n0,
-                                                    int n_total, int k_total, int first_chunk,
-                                                    int splits, int chunks) {
+// The L2 prefetch before the programmatic wait (SkinnyGemmKernel): the block's bias and, with
+// the LayerNorm tail, gamma and beta, each otherwise a DRAM round trip in series with the sums.
+// The block's later W chunks are not prefetched: requested all at once they made the one-row
+// 4096 x 4096 GEMM 1.19x slower on the H200 for nothing at 128 rows (bench/RESULTS.md).
+template <typename T, int kBlockRows, bool kLayerNorm>
+__device__ __forceinline__ void PrefetchEpilogueInputs(const Epilogue& e, int block_n0,
+                                                       int n_total) {
   constexpr int kLineElems = 128 / static_cast<int>(sizeof(T));
-  constexpr int kLinesPerRowChunk = kChunk / kLineElems;
-  constexpr int kLines = kBlockRows * kLinesPerRowChunk;  // a chunk's lines in the block's rows
-  for (int chunk = first_chunk; chunk < chunks; chunk += splits) {
-    for (int i = threadIdx.x; i < kLines; i += kThreads) {
-      const int n = block_n0 + i / kLinesPerRowChunk;
-      const int k = chunk * kChunk + (i % kLinesPerRowChunk) * kLineElems;
-      if (n < n_total && k < k_total) PrefetchToL2(w + static_cast<std::int64_t>(n) * k_total + k);
-    }
-  }
   const int lines_of_outputs = (kBlockRows + kLineElems - 1) / kLineElems;
   if (e.bias != nullptr && static_cast<int>(threadIdx.x) < lines_of_outputs) {
     const int n = block_n0 + static_cast<int>(threadIdx.x) * kLineElems;
@@ -264,17 +254,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // W is not the kernel before's output: under a programmatic launch its first chunk is in
-  // flight while that kernel drains. X is, so it is staged only after the wait. The rest of
-  // what the block reads that no kernel before writes (its later W chunks, its bias, the
-  // LayerNorm's gamma and beta) is requested into the L2 now: loaded only when needed, each
-  // would be a DRAM round trip of its own in series with the X loads and the sums.
+  // flight while that kernel drains. X is, so it is staged only after the wait.
   int chunk = rank;
   if (chunk < chunks) load_w(wr, chunk);
-  PrefetchBlockInputs<T, S::kChunk, S::kBlockRows, kLayerNorm>(w, epilogue, block_n0, n_total,
-                                                                k_total, chunk + splits, splits,
-                                                                chunks);
+  PrefetchEpilogueInputs<T, S::kBlockRows, kLayerNorm>(epilogue, block_n0, n_total);
   WaitForPriorKernel();
-  AllowDependentLaunch();
   int buffer = 0;
   if (chunk < chunks) stage_x(chunk, 0);
   for (; chunk < chunks; chunk += splits) {
@@ -317,6 +301,12 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+
+  // The kernel after this one may launch only now, once every block's K loop is done: its
+  // blocks, resident and waiting from this kernel's start, held the SMs and cluster slots
+  // that this grid's later blocks needed, and every GEMM of BERT-base's pass on own kernels
+  // ran 1.13x slower with programmatic launch than without (bench/RESULTS.md).
+  AllowDependentLaunch();
 
   // Accumulator element e of tile (r, i) is Yᵀ[row g (+8 for e >= 2)][column 2t (+1 for odd e)].
 #pragma unroll
