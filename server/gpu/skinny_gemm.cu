@@ -259,6 +259,7 @@ __global__ void __launch_bounds__(kThreads)
   if (chunk < chunks) load_w(wr, chunk);
   PrefetchEpilogueInputs<T, S::kBlockRows, kLayerNorm>(epilogue, block_n0, n_total);
   WaitForPriorKernel();
+  AllowDependentLaunch();
   int buffer = 0;
   if (chunk < chunks) stage_x(chunk, 0);
   for (; chunk < chunks; chunk += splits) {
@@ -301,12 +302,6 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-
-  // The kernel after this one may launch only now, once every block's K loop is done: its
-  // blocks, resident and waiting from this kernel's start, held the SMs and cluster slots
-  // that this grid's later blocks needed, and every GEMM of BERT-base's pass on own kernels
-  // ran 1.13x slower with programmatic launch than without (bench/RESULTS.md).
-  AllowDependentLaunch();
 
   // Accumulator element e of tile (r, i) is Yᵀ[row g (+8 for e >= 2)][column 2t (+1 for odd e)].
 #pragma unroll
