@@ -28,13 +28,15 @@ export PATH=$D/usr/bin:$PATH
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 PREFIX="$TORCH_PREFIX;$D/usr"
 
+# GPU_TARGETS: the executor build's targets (default: its tests and both benchmarks; a run
+# short of device time may name only the benchmark it runs).
 # GPU_ONLY_BUILD=0 leaves the executor's own build out (a run that only serves needs none of it).
 if [[ ${GPU_ONLY_BUILD:-1} == 1 ]]; then
 echo "== GPU executor build"
 {
   cmake -S scripts/gpu-only -B build-gpu-only -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_CUDA_ARCHITECTURES=90 &&
-  cmake --build build-gpu-only -j "$JOBS" --target test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench
+  cmake --build build-gpu-only -j "$JOBS" --target ${GPU_TARGETS:-test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench}
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
 else
   RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0 RUN_GEMM_SEARCH=0 RUN_SEARCH_AB=0 RUN_PASS_AB=0 RUN_FUSION_AB=0
