@@ -259,7 +259,7 @@ if [[ ${RUN_FUSION_AB:-0} == 1 ]]; then
   # on stderr).
   echo "== fusion A/Bs (${SECONDS} s)"
   timeout "${FUSION_TIMEOUT_S:-0}" \
-  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 4 --fusion-ab \
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models "${FUSION_MAX_BATCH:-4}" --fusion-ab \
     > "$OUT/fusion_ab.md" 2> "$OUT/fusion_ab.log" || status=1
   cat "$OUT/fusion_ab.md"
   grep -oE "(GEMM \+ LayerNorm|split-K) kernel for [^;]*" "$OUT/fusion_ab.log" | cut -c1-300
