@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -289,14 +290,21 @@ TEST_F(LoadRunnerTest, FailingModelStopsTheLevelWithTheServerError) {
 }
 
 TEST_F(LoadRunnerTest, TokensPerSecondCountsEachCompletedRequestsTokens) {
-  // Sent in turn at a paced rate, one at a time in flight: the completed requests alternate,
-  // so tokens per request average (10 + 30) / 2 to within a request or two per level.
-  LoadRunner runner(*client_, {TokenRequest(10), TokenRequest(30)}, "double", Paced());
-  auto level = runner.RunRate(kPacedRate);
+  // One request in flight at a time: the pool's two requests complete strictly in turn, so the
+  // level's windows (consecutive spans of that sequence) hold n requests and 20 n +- 10 tokens.
+  // Paced open-loop sends would not do: on a slow instrumented build requests pile up at the
+  // window edges and the measured mix drifts by more than one request.
+  LoadRunner runner(*client_, {TokenRequest(10), TokenRequest(30)}, "double", Quick());
+  auto level = runner.RunConcurrency(1);
   ASSERT_TRUE(level.ok()) << level.status().ToString();
   EXPECT_EQ(level->errors, 0u);
   ASSERT_GT(level->request_rate, 0);
-  EXPECT_NEAR(level->tokens_per_s / level->request_rate, 20.0, 2.0);
+  const double requests = static_cast<double>(level->latency.count);
+  ASSERT_GT(requests, 0);
+  const double tokens_per_request = level->tokens_per_s / level->request_rate;
+  // The rounding slack covers the two divisions by the same number of seconds.
+  EXPECT_LE(std::abs(tokens_per_request - 20.0) * requests, 10.0 + 1e-6)
+      << tokens_per_request << " tokens per request over " << requests << " requests";
 }
 
 TEST_F(LoadRunnerTest, SingleRequestRunsCountNoTokens) {
