@@ -152,7 +152,11 @@ const std::vector<KnownParameter>& Known() {
          return true;
        }},
       Boolean("cuda_graphs", &ModelOptions::cuda_graphs),
-      Boolean("programmatic_launch", &ModelOptions::programmatic_launch),
+      Choice<ProgrammaticLaunch>("programmatic_launch", "true, false or auto",
+                                 {{"true", ProgrammaticLaunch::kOn},
+                                  {"false", ProgrammaticLaunch::kOff},
+                                  {"auto", ProgrammaticLaunch::kAuto}},
+                                 &ModelOptions::programmatic_launch),
       Boolean("copies_in_graph", &ModelOptions::copies_in_graph),
       Boolean("run_on_receiving_thread", &ModelOptions::run_on_receiving_thread),
       // The text names kMaxWorkerPollUs (static_assert below).

@@ -22,7 +22,7 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   state->sm_major_ = major;
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
       &state->sm_count_, cudaDevAttrMultiProcessorCount, options.gpu_device));
-  state->programmatic_ = options.programmatic_launch && major >= 9;
+  state->programmatic_ = options.programmatic_launch != ProgrammaticLaunch::kOff && major >= 9;
   LTSERVE_ASSIGN_OR_RETURN(state->stream_, CreateStream());
   LTSERVE_ASSIGN_OR_RETURN(state->handle_, CreateLtHandle());
   LTSERVE_ASSIGN_OR_RETURN(state->workspace_,
@@ -168,7 +168,7 @@ Status DeviceState::RunRowLocal(std::size_t step_index, std::size_t bucket, cons
         ValueRow(norm->input, row), residual,
         static_cast<const float*>(model_->Weight(norm->gamma_offset)),
         static_cast<const float*>(model_->Weight(norm->beta_offset)), ValueRow(norm->output, row),
-        rows, plan.values()[norm->output].width, norm->eps, storage, programmatic_, lane.stream,
+        rows, plan.values()[norm->output].width, norm->eps, storage, lane.programmatic, lane.stream,
         model_->NormSchedule(step_index, bucket)));
     return Status::Ok();
   }
@@ -202,11 +202,11 @@ Status DeviceState::RunOwnKernel(const GemmKernel& kernel, const GemmStep& step,
   if (kernel.kind == GemmKernel::Kind::kSmallBatch) {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(o.input, o.weight, o.bias, o.residual,
                                                         o.output, rows, step.n, step.k, act,
-                                                        storage, programmatic_, lane.stream));
+                                                        storage, lane.programmatic, lane.stream));
   } else {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSkinnyGemm(kernel.skinny, o.input, o.weight, o.bias,
                                                   o.residual, o.output, rows, step.n, step.k,
-                                                  act, storage, programmatic_, lane.stream));
+                                                  act, storage, lane.programmatic, lane.stream));
   }
   return Status::Ok();
 }
@@ -229,7 +229,7 @@ bool DeviceState::ChainLayers(const std::vector<Step>& steps, std::size_t first,
 }
 
 Status DeviceState::RunChain(const std::vector<Step>& steps, const ChainRun& run,
-                             std::int64_t rows) {
+                             std::int64_t rows, bool programmatic) {
   std::array<ChainLayer, kChainMaxLayers> layers{};
   if (!ChainLayers(steps, run.first_step, run.last_step, layers)) {
     return Internal("a layer-chain run of more than " + std::to_string(kChainMaxLayers) + " steps");
@@ -238,12 +238,12 @@ Status DeviceState::RunChain(const std::vector<Step>& steps, const ChainRun& run
   LTSERVE_CUDA_RETURN_IF_ERROR(LaunchChainGemm(
       run.config, Value(first.input), layers.data(), run.last_step - run.first_step + 1, rows,
       StorageType(model_->options().precision), chain_scratch_.data(), chain_scratch_.bytes(),
-      sm_count_, programmatic_, stream()));
+      sm_count_, programmatic, stream()));
   return Status::Ok();
 }
 
 Status DeviceState::RunNormGemm(const NormGemmConfig& config, std::size_t step_index,
-                                std::int64_t rows) {
+                                std::int64_t rows, bool programmatic) {
   const std::vector<Step>& steps = model_->steps();
   const auto* gemm = std::get_if<GemmStep>(&steps[step_index]);
   const auto* norm = step_index + 1 < steps.size() ? std::get_if<LayerNormStep>(&steps[step_index + 1])
@@ -261,7 +261,7 @@ Status DeviceState::RunNormGemm(const NormGemmConfig& config, std::size_t step_i
       static_cast<const float*>(model_->Weight(norm->gamma_offset)),
       static_cast<const float*>(model_->Weight(norm->beta_offset)), norm->eps, Value(norm->output),
       rows, gemm->n, gemm->k, StorageType(model_->options().precision),
-      reinterpret_cast<int*>(norm_counters_.data()), programmatic_, stream()));
+      reinterpret_cast<int*>(norm_counters_.data()), programmatic, stream()));
   return Status::Ok();
 }
 
@@ -309,7 +309,8 @@ Status DeviceState::ConvertInputFrom(std::size_t bucket, const void* from) {
   LTSERVE_CUDA_RETURN_IF_ERROR(
       LaunchConvert(from, options.input_type, Value(plan.input()),
                     StorageType(options.precision),
-                    static_cast<std::size_t>(rows * plan.input_width()), programmatic_, stream()));
+                    static_cast<std::size_t>(rows * plan.input_width()), Programmatic(bucket),
+                    stream()));
   return Status::Ok();
 }
 
@@ -319,7 +320,7 @@ Status DeviceState::ConvertOutputTo(std::size_t bucket, void* to) {
   LTSERVE_CUDA_RETURN_IF_ERROR(
       LaunchConvert(Value(plan.output()), StorageType(options.precision), to, options.output_type,
                     static_cast<std::size_t>(model_->OutputRows(bucket) * plan.output_width()),
-                    programmatic_, stream()));
+                    Programmatic(bucket), stream()));
   return Status::Ok();
 }
 
@@ -329,14 +330,17 @@ Status DeviceState::RunSteps(std::size_t bucket, std::span<const Event> step_mar
                        step_marks);
 }
 
-Status DeviceState::RunHalves(std::size_t first, std::size_t end, std::size_t half) {
-  Lane second{halves_on_one_stream_ ? stream() : side_stream_.get(), side_workspace_.data(),
-              side_workspace_.bytes(), model_->buckets()[half]};
+Status DeviceState::RunHalves(std::size_t first, std::size_t end, std::size_t half,
+                              bool programmatic) {
+  Lane main = MainLane();
+  main.programmatic = programmatic;
+  const Lane second{halves_on_one_stream_ ? stream() : side_stream_.get(), side_workspace_.data(),
+                    side_workspace_.bytes(), model_->buckets()[half], programmatic};
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(part_.get(), stream()));
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(second.stream, part_.get()));
   // Step by step, alternating: outside a graph both streams get their next kernel early.
   for (std::size_t s = first; s < end; ++s) {
-    LTSERVE_RETURN_IF_ERROR(RunRowLocal(s, half, MainLane()));
+    LTSERVE_RETURN_IF_ERROR(RunRowLocal(s, half, main));
     LTSERVE_RETURN_IF_ERROR(RunRowLocal(s, half, second));
   }
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(meet_.get(), second.stream));
@@ -354,6 +358,7 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
   if (half != kNoHalf && (side_stream_ == nullptr || !chains.empty())) {
     return Internal("bucket " + std::to_string(rows) + " rows cannot run as two halves");
   }
+  const bool programmatic = Programmatic(bucket);
   auto chain = chains.begin();
   for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
@@ -361,12 +366,12 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
     if (half != kNoHalf && model_->RowLocal(s)) {
       std::size_t end = s + 1;
       while (end < model_->steps().size() && model_->RowLocal(end)) ++end;
-      LTSERVE_RETURN_IF_ERROR(RunHalves(s, end, half));
+      LTSERVE_RETURN_IF_ERROR(RunHalves(s, end, half, programmatic));
       s = end - 1;
       continue;
     }
     if (chain != chains.end() && chain->first_step == s) {
-      LTSERVE_RETURN_IF_ERROR(RunChain(model_->steps(), *chain, step_rows));
+      LTSERVE_RETURN_IF_ERROR(RunChain(model_->steps(), *chain, step_rows, programmatic));
       // The run's steps end together: each of their marks is the launch's end.
       for (; s < chain->last_step; ++s) {
         if (s < step_marks.size()) {
@@ -376,7 +381,8 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
       ++chain;
     } else if (const auto* gemm = std::get_if<GemmStep>(&step);
                gemm != nullptr && model_->Kernel(s, bucket).kind == GemmKernel::Kind::kNormGemm) {
-      LTSERVE_RETURN_IF_ERROR(RunNormGemm(model_->Kernel(s, bucket).norm, s, step_rows));
+      LTSERVE_RETURN_IF_ERROR(
+          RunNormGemm(model_->Kernel(s, bucket).norm, s, step_rows, programmatic));
       // The LayerNorm step ran inside this launch: both steps' marks are its end.
       if (s < step_marks.size()) {
         LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
@@ -384,12 +390,12 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
       ++s;
     } else if (gemm != nullptr || std::holds_alternative<PointwiseStep>(step) ||
                std::holds_alternative<LayerNormStep>(step)) {
-      LTSERVE_RETURN_IF_ERROR(RunRowLocal(s, bucket, MainLane()));
+      LTSERVE_RETURN_IF_ERROR(RunRowLocal(s, bucket, PassLane(bucket)));
     } else if (const auto* attention = std::get_if<AttentionStep>(&step)) {
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
           attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
-          storage, programmatic_, stream()));
+          storage, programmatic, stream()));
     } else if (const auto* embed = std::get_if<EmbedStep>(&step)) {
       LTSERVE_RETURN_IF_ERROR(RunEmbed(*embed, bucket));
     } else if (const auto* pool = std::get_if<PoolStep>(&step)) {

@@ -42,6 +42,11 @@ constexpr std::int64_t TokenIdsAt(std::size_t input, std::int64_t bucket_rows) {
   return static_cast<std::int64_t>(input) * bucket_rows;
 }
 
+// The largest bucket programmatic_launch auto times both ways. At BERT-base's 8 to 128
+// sequences of 128 tokens (1,024 to 16,384 rows) the two were within 1.1 % on the H200
+// (bench/RESULTS.md), while timing a pass of 2 ms or more both ways adds a second to a load.
+inline constexpr std::int64_t kProgrammaticCheckMaxRows = 1024;
+
 class DeviceState {
  public:
   // Sets each GEMM's algorithm from the model when it is tuned (an untuned model's state is
@@ -89,15 +94,29 @@ class DeviceState {
 
  private:
   DeviceState() = default;
-  // Where a step's work goes: the stream, the cuBLASLt workspace for that stream, and the
-  // first of the rows it computes (0, or a bucket's second half).
+  // Where a step's work goes: the stream, the cuBLASLt workspace for that stream, the first
+  // of the rows it computes (0, or a bucket's second half), and whether own kernels launch
+  // programmatically there.
   struct Lane {
     cudaStream_t stream = nullptr;
     void* workspace = nullptr;
     std::size_t workspace_bytes = 0;
     std::int64_t first_row = 0;
+    bool programmatic = false;
   };
-  Lane MainLane() const { return Lane{stream(), workspace_.data(), workspace_.bytes(), 0}; }
+  // The instance's stream, launching as the option and the device allow: Tune's timings of
+  // one kernel at a time.
+  Lane MainLane() const {
+    return Lane{stream(), workspace_.data(), workspace_.bytes(), 0, programmatic_};
+  }
+  // The instance's stream in a pass of `bucket`.
+  Lane PassLane(std::size_t bucket) const {
+    Lane lane = MainLane();
+    lane.programmatic = Programmatic(bucket);
+    return lane;
+  }
+  // Whether a pass of `bucket` launches its own kernels programmatically.
+  bool Programmatic(std::size_t bucket) const { return programmatic_ && model_->ProgrammaticAt(bucket); }
   // One cuBLASLt descriptor per GEMM step and bucket, with the model's algorithms when tuned.
   Status CreateGemms();
   // The side stream, its workspace and the two events of two_stream_halves, once.
@@ -105,8 +124,9 @@ class DeviceState {
   // RunSteps with each run of row-local steps as two halves of `half`'s rows, or whole
   // (half == kNoHalf).
   Status RunStepsSplit(std::size_t bucket, std::size_t half, std::span<const Event> step_marks);
-  // Row-local steps first..end-1 as two halves, each computing `half`'s rows.
-  Status RunHalves(std::size_t first, std::size_t end, std::size_t half);
+  // Row-local steps first..end-1 as two halves, each computing `half`'s rows, in a pass that
+  // launches programmatically or not.
+  Status RunHalves(std::size_t first, std::size_t end, std::size_t half, bool programmatic);
   // A GEMM, pointwise or LayerNorm step over `bucket`'s rows from lane.first_row on.
   Status RunRowLocal(std::size_t step_index, std::size_t bucket, const Lane& lane);
   // `matmul` (a cuBLASLt run on the step's operands), then the pointwise step for what did
@@ -119,10 +139,12 @@ class DeviceState {
   // buffers; false when there are more than kChainMaxLayers.
   bool ChainLayers(const std::vector<Step>& steps, std::size_t first, std::size_t last,
                    std::array<ChainLayer, kChainMaxLayers>& layers) const;
-  Status RunChain(const std::vector<Step>& steps, const ChainRun& run, std::int64_t rows);
+  Status RunChain(const std::vector<Step>& steps, const ChainRun& run, std::int64_t rows,
+                  bool programmatic);
   // GEMM step `step_index` and the LayerNorm step after it as one launch of the GEMM +
   // LayerNorm kernel.
-  Status RunNormGemm(const NormGemmConfig& config, std::size_t step_index, std::int64_t rows);
+  Status RunNormGemm(const NormGemmConfig& config, std::size_t step_index, std::int64_t rows,
+                     bool programmatic);
   Status EnsureFlush();
   // Tune's: times each chainable run at each bucket of up to kChainMaxRows rows against its
   // steps' chosen kernels and records the runs the layer-chain kernel takes over; the choice
@@ -152,7 +174,14 @@ class DeviceState {
   // Sequences of up to 128 tokens over `rows` rows (fewer and longer where a pooled plan holds
   // fewer sequences), for attention while whole passes are timed at load; a no-op without it.
   Status SetTimingSequences(std::int64_t rows);
-  // Tune's, last: on this state switched to `tuned` (the model with every other choice made),
+  // Tune's, after ChooseHalves (device_state_pass_check.cc), with programmatic_launch auto on
+  // Hopper and newer: times each bucket of up to kProgrammaticCheckMaxRows rows as served (its
+  // graph, or its pass without graphs) with its own kernels launched programmatically and
+  // ordinarily, and records in tuning.ordinary_launch where ordinary launches are clearly
+  // faster; `model` is the untuned model; the choice is kept in `cache`.
+  Status ChooseProgrammaticLaunch(const std::shared_ptr<const GpuModel>& model,
+                                  GemmTuning& tuning, AlgoCache& cache, int* from_cache);
+  // Tune's, after every kernel choice: on this state switched to `tuned` (the model with every other choice made),
   // times each bucket HalfBucketCandidate allows whole and as two halves, whole passes on
   // sequences of up to 128 tokens, and records in tuning.half_buckets where the halves win
   // (kAuto: clearly; kAlways: wherever they run); the choice is kept in `cache`.
@@ -194,7 +223,8 @@ class DeviceState {
   DeviceBuffer token_ids_;  // a token-id plan's three int32 inputs
   std::vector<std::vector<Gemm>> gemms_;  // [step][bucket]; empty for non-GEMM steps
   std::optional<AttentionBatch> attention_batch_;  // only for a model with attention or pooling
-  // LayerNorm and attention by programmatic dependent launch: the option, on sm_90 or newer.
+  // Own kernels by programmatic dependent launch: the option not off, on sm_90 or newer (a
+  // pass then asks Programmatic(bucket)).
   bool programmatic_ = false;
   int sm_major_ = 0;     // the device's compute capability
   int sm_count_ = 0;     // the device's multiprocessors: the layer-chain kernel's grid

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,14 +36,33 @@ constexpr int kWarmupReplays = 3;
 constexpr int kTimedReplays = 20;
 constexpr int kRounds = 3;
 
-Result<float> MeanReplayMs(cudaGraphExec_t graph, cudaStream_t stream, const Event& start,
-                           const Event& stop) {
-  const auto replay = [&]() -> Status {
+Result<float> MeanRunMs(const std::function<Status()>& run, cudaStream_t stream,
+                        const Event& start, const Event& stop) {
+  for (int i = 0; i < kWarmupReplays; ++i) LTSERVE_RETURN_IF_ERROR(run());
+  return MeanOfRuns(run, kTimedReplays, start, stop, stream);
+}
+
+// The median of each run's mean over rounds in which the two take turns: first `a`'s, then
+// `b`'s.
+Result<std::pair<float, float>> TimeInTurns(const std::function<Status()>& a,
+                                            const std::function<Status()>& b, cudaStream_t stream,
+                                            const Event& start, const Event& stop) {
+  std::vector<float> a_ms;
+  std::vector<float> b_ms;
+  for (int r = 0; r < kRounds; ++r) {
+    LTSERVE_ASSIGN_OR_RETURN(const float a_mean, MeanRunMs(a, stream, start, stop));
+    LTSERVE_ASSIGN_OR_RETURN(const float b_mean, MeanRunMs(b, stream, start, stop));
+    a_ms.push_back(a_mean);
+    b_ms.push_back(b_mean);
+  }
+  return std::pair{MedianMs(std::move(a_ms)), MedianMs(std::move(b_ms))};
+}
+
+std::function<Status()> Replay(cudaGraphExec_t graph, cudaStream_t stream) {
+  return [graph, stream]() -> Status {
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph, stream));
     return Status::Ok();
   };
-  for (int i = 0; i < kWarmupReplays; ++i) LTSERVE_RETURN_IF_ERROR(replay());
-  return MeanOfRuns(replay, kTimedReplays, start, stop, stream);
 }
 
 const char* KindName(const GemmKernel& kernel) {
@@ -151,18 +171,8 @@ Status DeviceState::ChoosePassKernels(
   std::string chains_timed;  // "R rows: steps F-L ratio, ...; ...", every chain comparison timed
   std::vector<std::string> flipped;  // "linear K->N at R rows to KIND", for the load log
   std::string timed;  // "R rows: K->N ratio, ...; R rows: ...", every comparison timed
-  // The median of each graph's mean replay over rounds in which the two take turns.
-  const auto time_both = [&](cudaGraphExec_t as_chosen,
-                             cudaGraphExec_t other) -> Result<std::pair<float, float>> {
-    std::vector<float> as_chosen_ms;
-    std::vector<float> other_ms;
-    for (int r = 0; r < kRounds; ++r) {
-      LTSERVE_ASSIGN_OR_RETURN(const float a, MeanReplayMs(as_chosen, stream(), start, stop));
-      LTSERVE_ASSIGN_OR_RETURN(const float o, MeanReplayMs(other, stream(), start, stop));
-      as_chosen_ms.push_back(a);
-      other_ms.push_back(o);
-    }
-    return std::pair{MedianMs(std::move(as_chosen_ms)), MedianMs(std::move(other_ms))};
+  const auto time_both = [&](cudaGraphExec_t as_chosen, cudaGraphExec_t other) {
+    return TimeInTurns(Replay(as_chosen, stream()), Replay(other, stream()), stream(), start, stop);
   };
   // A pass of `trial` at bucket `b` captured; nullopt where one of its kernels cannot run here,
   // which then stays out of the pass as it did in ChooseKernel (the failure kept for the log).
@@ -352,6 +362,120 @@ Status DeviceState::ChoosePassKernels(
     note += std::string(", ") + seconds + " s";
     if (!timed.empty()) note += "; pass with the shape flipped / as chosen at " + timed;
     tuning.notes.push_back(note);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The cache key of programmatic_launch auto's choice at `bucket`: the precision, the rows,
+// graphs or not, and a digest of every step with the kernels that run it (at the half bucket
+// too where the bucket runs as halves) and the layer chains. The choice changes no bits, only
+// how the pass's kernels meet; the key keeps one pass's answer from standing for another's.
+std::string ProgrammaticKey(const GpuModel& model, std::size_t bucket) {
+  const std::size_t half = model.HalfBucket(bucket);
+  std::string text = StepsText(model, [&](std::size_t s) {
+    return model.Kernel(s, bucket).ToText() +
+           (half != kNoHalf ? "," + model.Kernel(s, half).ToText() : std::string());
+  });
+  for (const ChainRun& run : model.Chains(bucket)) {
+    text += "chain " + std::to_string(run.first_step) + "-" + std::to_string(run.last_step) + ":" +
+            GemmKernel::Chain(run.config).ToText() + ";";
+  }
+  const GpuModelOptions& options = model.options();
+  return std::string("programmatic,") + PrecisionName(options.precision) +
+         ",rows=" + std::to_string(model.buckets()[bucket]) +
+         (half != kNoHalf ? ",half=" + std::to_string(model.buckets()[half]) : std::string()) +
+         (options.cuda_graphs ? ",graphs" : ",eager") + ",steps=" + Digest(text);
+}
+
+}  // namespace
+
+Status DeviceState::ChooseProgrammaticLaunch(const std::shared_ptr<const GpuModel>& model,
+                                             GemmTuning& tuning, AlgoCache& cache,
+                                             int* from_cache) {
+  const GpuModelOptions& options = model->options();
+  if (options.programmatic_launch != ProgrammaticLaunch::kAuto || !programmatic_) {
+    return Status::Ok();
+  }
+  const std::size_t buckets = model->buckets().size();
+  tuning.ordinary_launch.assign(buckets, false);
+  GemmTuning ordinary = tuning;
+  ordinary.ordinary_launch.assign(buckets, true);
+  // Each bucket is timed as served (its graph's replay, or its pass enqueued without graphs),
+  // once as tuned (launched programmatically) and once with every launch ordinary.
+  const std::shared_ptr<const GpuModel> as_tuned = model->WithTuning(tuning);
+  const std::shared_ptr<const GpuModel> as_ordinary = model->WithTuning(ordinary);
+  model_ = as_tuned;
+  LTSERVE_RETURN_IF_ERROR(CreateGemms());
+  for (std::size_t b = 0; b < buckets; ++b) {
+    if (as_tuned->HalfBucket(b) != kNoHalf) LTSERVE_RETURN_IF_ERROR(EnsureSideLane());
+  }
+  LTSERVE_ASSIGN_OR_RETURN(Event start, CreateEvent(/*timing=*/true));
+  LTSERVE_ASSIGN_OR_RETURN(Event stop, CreateEvent(/*timing=*/true));
+  const auto started = std::chrono::steady_clock::now();
+  int checked = 0;
+  DistinctRows ordinary_rows;
+  std::string timed;  // "R rows R.RRR, ...": every bucket timed, ordinary / programmatic
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::int64_t rows = as_tuned->buckets()[b];
+    if (rows > kProgrammaticCheckMaxRows) continue;
+    ++checked;
+    const std::string key = ProgrammaticKey(*as_tuned, b);
+    bool ordinary_wins = false;
+    if (const std::string* word = cache.FindChoice(key);
+        word != nullptr && (*word == "programmatic" || *word == "ordinary")) {
+      ++*from_cache;
+      ordinary_wins = *word == "ordinary";
+    } else {
+      LTSERVE_RETURN_IF_ERROR(SetTimingSequences(rows));
+      std::pair<float, float> ms;
+      if (options.cuda_graphs) {
+        model_ = as_tuned;
+        LTSERVE_ASSIGN_OR_RETURN(GraphExec programmatic_graph,
+                                 CaptureGraph(stream(), [&] { return Forward(b); }));
+        model_ = as_ordinary;
+        LTSERVE_ASSIGN_OR_RETURN(GraphExec ordinary_graph,
+                                 CaptureGraph(stream(), [&] { return Forward(b); }));
+        LTSERVE_ASSIGN_OR_RETURN(ms, TimeInTurns(Replay(programmatic_graph.get(), stream()),
+                                                 Replay(ordinary_graph.get(), stream()), stream(),
+                                                 start, stop));
+      } else {
+        LTSERVE_ASSIGN_OR_RETURN(ms, TimeInTurns(
+                                         [&] {
+                                           model_ = as_tuned;
+                                           return Forward(b);
+                                         },
+                                         [&] {
+                                           model_ = as_ordinary;
+                                           return Forward(b);
+                                         },
+                                         stream(), start, stop));
+      }
+      ordinary_wins = ClearlyFaster(ms.second, ms.first);
+      cache.PutChoice(key, ordinary_wins ? "ordinary" : "programmatic");
+      char ratio[48];
+      std::snprintf(ratio, sizeof(ratio), "%s%lld rows %.3f", timed.empty() ? "" : ", ",
+                    static_cast<long long>(rows), static_cast<double>(ms.second / ms.first));
+      timed += ratio;
+    }
+    if (ordinary_wins) {
+      tuning.ordinary_launch[b] = true;
+      ordinary_rows.Add(rows);
+    }
+  }
+  model_ = as_tuned;
+  LTSERVE_RETURN_IF_ERROR(SetSequences({}));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
+  if (checked > 0) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    tuning.notes.push_back(
+        "programmatic launch checked in the pass at " + std::to_string(checked) +
+        " buckets: ordinary launches " +
+        (ordinary_rows.empty() ? std::string("nowhere") : ordinary_rows.Text()) + ", " + seconds +
+        " s" + (timed.empty() ? "" : "; pass with ordinary / programmatic launches at " + timed));
   }
   return Status::Ok();
 }

@@ -447,8 +447,10 @@ Status DeviceState::ChooseNormGemms(GemmTuning& tuning, AlgoCache& cache, int* f
       }
       const auto best = FastestCold(
           candidates,
-          [&](const NormGemmConfig& config) { return RunNormGemm(config, s, rows); }, flush_,
-          stream(), own_kernel_failure_);
+          [&](const NormGemmConfig& config) {
+            return RunNormGemm(config, s, rows, programmatic_);
+          },
+          flush_, stream(), own_kernel_failure_);
       const bool wins = best.has_value() && (always || ClearlyFaster(best->second, alone_ms));
       cache.PutKernel(key, wins ? GemmKernel::NormGemm(best->first) : GemmKernel{});
       if (wins) tuning.kernels[s][b] = GemmKernel::NormGemm(best->first);
@@ -483,7 +485,7 @@ Result<std::optional<ChainRun>> DeviceState::TimeChain(const GemmTuning& tuning,
   const auto best = FastestCold(
       ChainGemmCandidates(rows),
       [&](const ChainGemmConfig& config) {
-        return RunChain(tuning.steps, ChainRun{first, last, config}, rows);
+        return RunChain(tuning.steps, ChainRun{first, last, config}, rows, programmatic_);
       },
       flush_, stream(), own_kernel_failure_);
   if (!best.has_value() || !(always || ClearlyFaster(best->second, steps_ms))) {
@@ -737,13 +739,21 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
     tuning.notes.push_back("an own GEMM kernel failed to run and was left out (first failure: " +
                            state->own_kernel_failure_ + ")");
   }
-  // Last: it times whole passes, every other choice made.
+  // After every kernel choice: it times whole passes.
   int halves_from_cache = 0;
   LTSERVE_RETURN_IF_ERROR(
       state->ChooseHalves(model->WithTuning(tuning), tuning, cache, &halves_from_cache));
   if (halves_from_cache > 0) {
     tuning.notes.push_back(std::to_string(halves_from_cache) +
                            " two-stream halves choices from the cache");
+  }
+  // After the halves: it times each bucket's pass as it will be served.
+  int launch_from_cache = 0;
+  LTSERVE_RETURN_IF_ERROR(
+      state->ChooseProgrammaticLaunch(model, tuning, cache, &launch_from_cache));
+  if (launch_from_cache > 0) {
+    tuning.notes.push_back(std::to_string(launch_from_cache) +
+                           " programmatic launch choices from the cache");
   }
   if (!options.algo_cache_file.empty() && cache.size() != cached_before) {
     LTSERVE_RETURN_IF_ERROR(cache.Save(options.algo_cache_file));

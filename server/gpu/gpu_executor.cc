@@ -369,7 +369,10 @@ class GpuFactory final : public ExecutorFactory {
         << model_->buckets().size() << " buckets up to " << options.capacity_rows
         << " rows, workspace " << options.workspace_bytes << " bytes, GELU "
         << (options.gelu == GeluMode::kExact ? "exact (erf)" : "tanh epilogue")
-        << (options.programmatic_launch ? "" : ", programmatic launch off");
+        << (options.programmatic_launch == ProgrammaticLaunch::kOff ? ", programmatic launch off"
+            : options.programmatic_launch == ProgrammaticLaunch::kAuto
+                ? ", programmatic launch chosen per bucket"
+                : "");
     if (const std::int64_t staged = LargestStagedBucket(*model_); staged > 0) {
       out << ", copies inside the graphs up to " << staged << " rows";
     }

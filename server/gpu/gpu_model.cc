@@ -188,6 +188,7 @@ std::shared_ptr<const GpuModel> GpuModel::WithTuning(GemmTuning tuning) const {
   tuned->chains_ = std::move(tuning.chains);
   tuned->layer_norm_schedules_ = std::move(tuning.layer_norm_schedules);
   tuned->half_buckets_ = std::move(tuning.half_buckets);
+  tuned->ordinary_launch_ = std::move(tuning.ordinary_launch);
   tuned->notes_.insert(tuned->notes_.end(), tuning.notes.begin(), tuning.notes.end());
   tuned->tuned_ = true;
   return tuned;

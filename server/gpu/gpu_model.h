@@ -180,6 +180,9 @@ struct GemmTuning {
   // [bucket]: the bucket whose kernels each half runs where the bucket's row-local steps run
   // as two halves on two streams (two_stream_halves), else kNoHalf. Empty: none anywhere.
   std::vector<std::size_t> half_buckets;
+  // [bucket]: true where programmatic_launch auto found the bucket's pass clearly faster with
+  // its own kernels launched ordinarily. Empty: none.
+  std::vector<bool> ordinary_launch;
   std::vector<std::string> notes;
 };
 
@@ -250,6 +253,12 @@ class GpuModel {
   std::size_t HalfBucket(std::size_t bucket) const {
     return bucket < half_buckets_.size() ? half_buckets_[bucket] : kNoHalf;
   }
+  // Whether the executor's own kernels at `bucket` are launched programmatically (on Hopper and
+  // newer, which DeviceState checks): programmatic_launch, and at kAuto the bucket's choice.
+  bool ProgrammaticAt(std::size_t bucket) const {
+    return options_.programmatic_launch != ProgrammaticLaunch::kOff &&
+           !(bucket < ordinary_launch_.size() && ordinary_launch_[bucket]);
+  }
   // One line per decision worth a log line (unfused layers, cache use), for Describe().
   const std::vector<std::string>& notes() const { return notes_; }
   int fused_gemms() const;
@@ -275,6 +284,7 @@ class GpuModel {
   std::vector<std::vector<ChainRun>> chains_;             // [bucket]; empty: none anywhere
   std::vector<std::vector<LayerNormSchedule>> layer_norm_schedules_;  // as GemmTuning's
   std::vector<std::size_t> half_buckets_;                             // as GemmTuning's
+  std::vector<bool> ordinary_launch_;                                 // as GemmTuning's
   std::vector<std::string> notes_;
   bool tuned_ = false;
 };

@@ -33,6 +33,15 @@ enum class OwnKernelMode : std::uint8_t { kAuto, kAlways, kOff };
 // sequence and 0-2 % at 8-128, and its load 35-38 s instead of 2 (bench/RESULTS.md).
 enum class GemmSearch : std::uint8_t { kHeuristic, kWide };
 
+// Hopper and newer: whether the GPU executor's own kernels (LayerNorm, attention, the own GEMM
+// kernels, conversions) are launched to start while the kernel before them drains
+// (programmatic dependent launch). kAuto times each bucket's whole pass (up to
+// gpu::kProgrammaticCheckMaxRows rows) both ways at load and keeps it off in a bucket whose
+// pass replays clearly faster without: always on, it helped the MLP's passes by 1-3 % and cost
+// BERT-base's one-sequence pass 3 % on the H100, and 13 % with every GEMM on the own kernels
+// on the H200 (bench/RESULTS.md).
+enum class ProgrammaticLaunch : std::uint8_t { kOn, kOff, kAuto };
+
 // Which executor may run the model: kAuto lowers when possible, kPlan makes failing to lower a
 // load error, kTorchScript never lowers.
 enum class PathChoice : std::uint8_t { kAuto, kPlan, kTorchScript };
@@ -50,9 +59,7 @@ struct ModelOptions {
   GemmSearch gemm_search = GemmSearch::kHeuristic;
   std::string algo_cache_file;       // resolved against the model directory; empty: none
   bool cuda_graphs = true;
-  // Hopper and newer: the executor's own kernels (LayerNorm, attention) are launched to start
-  // while the kernel before them drains (programmatic dependent launch).
-  bool programmatic_launch = true;
+  ProgrammaticLaunch programmatic_launch = ProgrammaticLaunch::kOn;
   // GPU path, row plans with graphs: small buckets copy their rows in and out inside the
   // bucket's graph, so a request is one launch (gpu/bucket_graphs.h, StagedGraphs).
   bool copies_in_graph = true;

@@ -22,6 +22,7 @@ TEST(ModelOptions, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(options->gelu, GeluMode::kTanhEpilogue);
   EXPECT_EQ(options->gemm_search, GemmSearch::kHeuristic);
   EXPECT_TRUE(options->check_kernels_in_pass);
+  EXPECT_EQ(options->programmatic_launch, ProgrammaticLaunch::kOn);
   EXPECT_EQ(options->workspace_bytes, std::size_t{32} << 20);
   EXPECT_FALSE(options->max_sequence_length.has_value());
   EXPECT_FALSE(options->max_tokens_per_batch.has_value());
@@ -69,7 +70,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->workspace_bytes, 4096u);
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
   EXPECT_FALSE(options->cuda_graphs);
-  EXPECT_FALSE(options->programmatic_launch);
+  EXPECT_EQ(options->programmatic_launch, ProgrammaticLaunch::kOff);
   EXPECT_FALSE(options->run_on_receiving_thread);
   EXPECT_EQ(options->worker_poll_us, 250u);
   EXPECT_EQ(options->execution_path, PathChoice::kTorchScript);
@@ -89,6 +90,19 @@ TEST(ModelOptions, ThreadCountsOfZeroOrLessAreNotSet) {
     EXPECT_FALSE(options->intra_op_threads.has_value()) << value;
     EXPECT_FALSE(options->inter_op_threads.has_value()) << value;
   }
+}
+
+// programmatic_launch takes true and false as before, and auto (chosen per bucket at load).
+TEST(ModelOptions, ProgrammaticLaunchIsOnOffOrChosenPerBucket) {
+  EXPECT_EQ(Parse({{"programmatic_launch", "true"}})->programmatic_launch, ProgrammaticLaunch::kOn);
+  EXPECT_EQ(Parse({{"programmatic_launch", "false"}})->programmatic_launch,
+            ProgrammaticLaunch::kOff);
+  EXPECT_EQ(Parse({{"programmatic_launch", "auto"}})->programmatic_launch,
+            ProgrammaticLaunch::kAuto);
+  Result<ModelOptions> bad = Parse({{"programmatic_launch", "on"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected true, false or auto"), std::string::npos)
+      << bad.status().message();
 }
 
 // "auto" fuses the tanh form where 16-bit storage hides its error, exact erf in fp32/tf32.

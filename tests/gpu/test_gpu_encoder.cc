@@ -294,7 +294,7 @@ TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRunsAndOrdinaryLaunc
   auto eager = TokenFactory(plan, spec);  // the same algorithms, from the file
   ASSERT_TRUE(eager.ok()) << eager.status().ToString();
   spec.options.cuda_graphs = true;
-  spec.options.programmatic_launch = false;
+  spec.options.programmatic_launch = ProgrammaticLaunch::kOff;
   auto ordinary = TokenFactory(plan, spec);
   ASSERT_TRUE(ordinary.ok()) << ordinary.status().ToString();
   auto a = graphed.value()->CreateInstance(0);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -436,6 +437,27 @@ TEST(GpuExecutor, WideGemmSearchMatchesTheReferenceAndKeepsItsChoicesApart) {
   std::filesystem::remove(cache);
 }
 
+// Every choice in algorithm cache file `cache` whose key starts with `key_prefix` rewritten to
+// `word`; returns how many there were.
+int RewriteChoices(const std::filesystem::path& cache, const std::string& key_prefix,
+                   const std::string& word) {
+  std::vector<std::string> lines;
+  int choices = 0;
+  {
+    std::ifstream in(cache);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("choice " + key_prefix, 0) == 0) {
+        ++choices;
+        line = line.substr(0, line.rfind(' ')) + " " + word;
+      }
+      lines.push_back(line);
+    }
+  }
+  std::ofstream out(cache, std::ios::trunc);
+  for (const std::string& line : lines) out << line << "\n";
+  return choices;
+}
+
 // check_kernels_in_pass: with the choices the pass check makes, every 16-bit precision gives
 // the reference's results; the check times each bucket where an own kernel competes (AlignedPlan:
 // the 8 buckets of 1 to 128 rows) and keeps one choice per bucket in the cache file; flips read
@@ -458,23 +480,8 @@ TEST(GpuExecutor, KernelChoicesCheckedInThePassMatchTheReferenceAndComeBackFromT
   const std::string note = "own-kernel choices checked in the pass at 8 buckets: ";
   EXPECT_NE(checked.value()->Describe().find(note), std::string::npos) << checked.value()->Describe();
 
-  // Every pass choice in the file rewritten to `word`; returns how many there were.
   const auto rewrite_pass_choices = [&](const std::string& word) {
-    std::vector<std::string> lines;
-    int pass_choices = 0;
-    {
-      std::ifstream in(cache);
-      for (std::string line; std::getline(in, line);) {
-        if (line.rfind("choice pass,", 0) == 0) {
-          ++pass_choices;
-          line = line.substr(0, line.rfind(' ')) + " " + word;
-        }
-        lines.push_back(line);
-      }
-    }
-    std::ofstream out(cache, std::ios::trunc);
-    for (const std::string& line : lines) out << line << "\n";
-    return pass_choices;
+    return RewriteChoices(cache, "pass,", word);
   };
   // A word that names a step with no runner-up (99), or is not a list of steps, is not applied
   // in part: the bucket is timed again, and the load neither fails nor flips everything.
@@ -682,6 +689,8 @@ TEST(GpuExecutor, TwoStreamHalvesOfEveryOpKindMatchTheReference) {
   }
 }
 
+// programmatic_launch true, false and auto (each bucket's choice timed at load) give the same
+// bits, with the own kernels and with graphs or without.
 TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   SKIP_WITHOUT_GPU();
   const std::pair<std::shared_ptr<const plan::Plan>, std::map<std::string, std::string>> cases[] = {
@@ -690,38 +699,108 @@ TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
       {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"skinny_gemm_kernel", "always"}}},
       {SmallBatchPlan(), {{"small_batch_kernel", "off"}, {"layer_chain_kernel", "always"}}},
       {GemmLayerNormPlan(), {{"gemm_layernorm_kernel", "always"}}}};
+  const std::string modes[] = {"false", "true", "auto"};
   for (const auto& [plan, kernels] : cases) {
     const std::filesystem::path cache = std::filesystem::temp_directory_path() /
                                         ("ltserve_algo_cache_" + std::to_string(Rng()()));
     for (const bool graphs : {true, false}) {
-      std::unique_ptr<ExecutorInstance> instances[2];
-      for (int on = 0; on < 2; ++on) {
+      std::unique_ptr<ExecutorInstance> instances[std::size(modes)];
+      for (std::size_t m = 0; m < std::size(modes); ++m) {
         ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
         std::map<std::string, std::string> parameters = kernels;
         parameters["precision"] = "bf16";
         parameters["cuda_graphs"] = graphs ? "true" : "false";
-        parameters["programmatic_launch"] = on == 1 ? "true" : "false";
+        parameters["programmatic_launch"] = modes[m];
         spec.options = testing::Options(parameters);
         spec.options.algo_cache_file = cache.string();
         auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
         ASSERT_TRUE(factory.ok()) << factory.status().ToString();
-        EXPECT_EQ(factory.value()->Describe().find("programmatic launch off") != std::string::npos,
-                  on == 0);
+        const std::string log = factory.value()->Describe();
+        EXPECT_EQ(log.find("programmatic launch off") != std::string::npos, modes[m] == "false")
+            << log;
+        EXPECT_EQ(log.find("programmatic launch chosen per bucket") != std::string::npos,
+                  modes[m] == "auto")
+            << log;
         auto instance = factory.value()->CreateInstance(0);
         ASSERT_TRUE(instance.ok()) << instance.status().ToString();
-        instances[on] = std::move(instance).value();
+        instances[m] = std::move(instance).value();
       }
       for (std::int64_t rows : {1, 2, 7, 127, kMaxBatch}) {
         const std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
-        const auto on = RunPoisoned(*instances[1], *plan, input, rows, DataType::kFp32);
         const auto off = RunPoisoned(*instances[0], *plan, input, rows, DataType::kFp32);
-        ASSERT_EQ(on.size(), off.size());
-        EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(float)), 0)
-            << "rows " << rows << (graphs ? " with graphs" : " without graphs");
+        for (std::size_t m = 1; m < std::size(modes); ++m) {
+          const auto out = RunPoisoned(*instances[m], *plan, input, rows, DataType::kFp32);
+          ASSERT_EQ(out.size(), off.size());
+          EXPECT_EQ(std::memcmp(out.data(), off.data(), out.size() * sizeof(float)), 0)
+              << modes[m] << " against false, rows " << rows
+              << (graphs ? " with graphs" : " without graphs");
+        }
       }
     }
     std::filesystem::remove(cache);
   }
+}
+
+// programmatic_launch auto on Hopper: every bucket of up to kProgrammaticCheckMaxRows rows
+// (here all 9, 1 to 200 rows) is timed in its pass and its choice kept in the cache file;
+// choices read from the file apply (every bucket rewritten to ordinary launches: the load log
+// lists them all, the results stay the reference's) without timing anything; a word that is
+// not a choice is timed again; and true or false time nothing.
+TEST(GpuExecutor, ProgrammaticLaunchChosenPerBucketComesBackFromTheCache) {
+  SKIP_WITHOUT_HOPPER("programmatic dependent launch");
+  auto plan = AlignedPlan();
+  const std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("ltserve_algo_cache_" + std::to_string(Rng()()));
+  ModelSpec spec = Spec(*plan, "bf16", DataType::kFp32);
+  spec.options.algo_cache_file = cache.string();
+  spec.options.programmatic_launch = ProgrammaticLaunch::kAuto;
+  const std::string note = "programmatic launch checked in the pass at 9 buckets: ";
+  const std::string timed = "pass with ordinary / programmatic launches at 1 rows ";
+  auto first = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_NE(first.value()->Describe().find(note), std::string::npos) << first.value()->Describe();
+  EXPECT_NE(first.value()->Describe().find(timed), std::string::npos) << first.value()->Describe();
+
+  const auto rewrite_choices = [&](const std::string& word) {
+    return RewriteChoices(cache, "programmatic,", word);
+  };
+  EXPECT_EQ(rewrite_choices("ordinary"), 9);
+  auto ordinary = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+  ASSERT_TRUE(ordinary.ok()) << ordinary.status().ToString();
+  const std::string ordinary_log = ordinary.value()->Describe();
+  EXPECT_NE(ordinary_log.find(note + "ordinary launches at 1, 2, 4, 8, 16, 32, 64, 128, 200 rows"),
+            std::string::npos)
+      << ordinary_log;
+  EXPECT_NE(ordinary_log.find("9 programmatic launch choices from the cache"), std::string::npos)
+      << ordinary_log;
+  EXPECT_EQ(ordinary_log.find(timed), std::string::npos) << ordinary_log;
+  auto instance = ordinary.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  auto quantize = [](float v) { return RoundTo(v, "bf16"); };
+  for (std::int64_t rows : {1, 3, 77, 128, 129, kMaxBatch}) {
+    std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
+    for (float& v : input) v = quantize(v);
+    const std::vector<float> out = RunPoisoned(*instance.value(), *plan, input, rows, DataType::kFp32);
+    const std::vector<double> ref = testing::ReferenceForward(*plan, input, rows, quantize);
+    EXPECT_LE(RelativeError(out, ref), Tolerance("bf16")) << "rows " << rows;
+  }
+
+  for (const std::string word : {"off", "ordinary,", "halves"}) {
+    EXPECT_EQ(rewrite_choices(word), 9) << word;
+    auto reread = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+    ASSERT_TRUE(reread.ok()) << word << ": " << reread.status().ToString();
+    EXPECT_NE(reread.value()->Describe().find(timed), std::string::npos)
+        << word << ": " << reread.value()->Describe();
+  }
+
+  for (const ProgrammaticLaunch fixed : {ProgrammaticLaunch::kOn, ProgrammaticLaunch::kOff}) {
+    spec.options.programmatic_launch = fixed;
+    auto loaded = CreateGpuExecutorFactory(plan, spec, std::nullopt);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ(loaded.value()->Describe().find("programmatic launch checked"), std::string::npos)
+        << loaded.value()->Describe();
+  }
+  std::filesystem::remove(cache);
 }
 
 // copies_in_graph: a small bucket's copies in and out run inside its graph (one launch a
