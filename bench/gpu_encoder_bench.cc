@@ -496,7 +496,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -564,6 +564,21 @@ int main(int argc, char** argv) {
                            tokens.value(), batches, kSeq) +
              PrintOptionAB("BERT-base layers, bf16, seq 128", ProgrammaticWithOwnKernelsAB(), p,
                            spec, tokens.value(), batches.first(1), kSeq);
+    }
+    if (argc > 3 && std::string(argv[3]) == "--launch-ab") {
+      // Programmatic launch on against off, then chosen per bucket (auto) against on, at one
+      // and 8 sequences of 128 and one to four of 8: the buckets auto times (up to 1,024
+      // tokens), in the split-K kernel's range and past it.
+      const std::int64_t batches[] = {1, 8};
+      const std::int64_t short_batches[] = {1, 2, 4};
+      int failures = 0;
+      for (const OptionAB& ab : {ProgrammaticLaunchAB(), ProgrammaticAutoAB()}) {
+        failures += PrintOptionAB("BERT-base layers, bf16, seq 128", ab, p, spec, tokens.value(),
+                                  std::span(batches).first(max_batch >= 8 ? 2 : 1), kSeq) +
+                    PrintOptionAB("BERT-base layers, bf16, seq 8", ab, p, spec, tokens.value(),
+                                  std::span(short_batches).first(max_batch >= 4 ? 3 : 1), 8);
+      }
+      return failures;
     }
     if (argc > 3 && std::string(argv[3]) == "--chain-ab") {
       // The layer-chain kernel (either schedule) where the load times it faster, against never:
@@ -663,6 +678,12 @@ int main(int argc, char** argv) {
       const std::int64_t batches[] = {1, 8, 32, 128};
       if (PrintOptionAB("BERT-base layers, bf16, seq 128", ProgrammaticLaunchAB(), p, spec,
                         tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
+                        kSeq) != 0) {
+        return 1;
+      }
+      // auto times buckets of up to 1,024 tokens: batch 1 and 8.
+      if (PrintOptionAB("BERT-base layers, bf16, seq 128", ProgrammaticAutoAB(), p, spec,
+                        tokens.value(), std::span(batches).first(max_batch >= 8 ? 2 : 1),
                         kSeq) != 0) {
         return 1;
       }

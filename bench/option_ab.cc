@@ -41,9 +41,20 @@ ltserve::Result<std::vector<double>> AlternatingMedians(std::span<GpuForwardTime
 }  // namespace
 
 OptionAB ProgrammaticLaunchAB() {
+  using ltserve::ProgrammaticLaunch;
   return OptionAB{"programmatic dependent launch on and off", "on", "off",
-                  [](ltserve::ModelOptions& o) { o.programmatic_launch = true; },
-                  [](ltserve::ModelOptions& o) { o.programmatic_launch = false; }};
+                  [](ltserve::ModelOptions& o) { o.programmatic_launch = ProgrammaticLaunch::kOn; },
+                  [](ltserve::ModelOptions& o) { o.programmatic_launch = ProgrammaticLaunch::kOff; }};
+}
+
+OptionAB ProgrammaticAutoAB() {
+  using ltserve::ProgrammaticLaunch;
+  OptionAB ab{"programmatic dependent launch chosen per bucket in the pass (auto) and always on (true)",
+              "auto", "on",
+              [](ltserve::ModelOptions& o) { o.programmatic_launch = ProgrammaticLaunch::kAuto; },
+              [](ltserve::ModelOptions& o) { o.programmatic_launch = ProgrammaticLaunch::kOn; }};
+  ab.print_logs = true;  // the load log lists each bucket's choice and the ratios timed
+  return ab;
 }
 
 OptionAB SkinnyGemmAB() {
@@ -116,11 +127,11 @@ OptionAB ProgrammaticWithOwnKernelsAB() {
                   "on", "off",
                   [](ltserve::ModelOptions& o) {
                     OwnKernelsEverywhere(o);
-                    o.programmatic_launch = true;
+                    o.programmatic_launch = ltserve::ProgrammaticLaunch::kOn;
                   },
                   [](ltserve::ModelOptions& o) {
                     OwnKernelsEverywhere(o);
-                    o.programmatic_launch = false;
+                    o.programmatic_launch = ltserve::ProgrammaticLaunch::kOff;
                   }};
 }
 

@@ -42,6 +42,8 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
 
 // The A/Bs the benchmarks print.
 OptionAB ProgrammaticLaunchAB();
+// programmatic_launch auto (each bucket's choice timed in its pass at load) against true.
+OptionAB ProgrammaticAutoAB();
 OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off

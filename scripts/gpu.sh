@@ -39,7 +39,7 @@ echo "== GPU executor build"
   cmake --build build-gpu-only -j "$JOBS" --target ${GPU_TARGETS:-test_gpu_executor ltserve_gpu_bench ltserve_gpu_encoder_bench}
 } > "$OUT/build-gpu.log" 2>&1 || { echo "GPU executor build FAILED"; tail -40 "$OUT/build-gpu.log"; exit 1; }
 else
-  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0 RUN_GEMM_SEARCH=0 RUN_SEARCH_AB=0 RUN_PASS_AB=0 RUN_FUSION_AB=0
+  RUN_GPU_TESTS=0 RUN_SANITIZER=0 RUN_BENCH=0 RUN_ENCODER_BENCH=0 RUN_PROFILE=0 RUN_GEMM_SEARCH=0 RUN_SEARCH_AB=0 RUN_PASS_AB=0 RUN_FUSION_AB=0 RUN_LAUNCH_AB=0
 fi
 
 if [[ ${RUN_GPU_TESTS:-1} == 1 ]]; then
@@ -263,6 +263,21 @@ if [[ ${RUN_FUSION_AB:-0} == 1 ]]; then
     > "$OUT/fusion_ab.md" 2> "$OUT/fusion_ab.log" || status=1
   cat "$OUT/fusion_ab.md"
   grep -oE "(GEMM \+ LayerNorm|split-K) kernel for [^;]*" "$OUT/fusion_ab.log" | cut -c1-300
+fi
+if [[ ${RUN_LAUNCH_AB:-0} == 1 ]]; then
+  # Programmatic launch on against off, and chosen per bucket (auto) against on: the MLP at
+  # every bucket to 256 rows, BERT-base at 1 and 8 sequences of 128 and 1-4 of 8 (tables on
+  # stdout; each load's log, with auto's choices and ratios, on stderr). LAUNCH_TIMEOUT_S
+  # bounds each benchmark.
+  echo "== programmatic launch A/Bs (${SECONDS} s)"
+  timeout "${LAUNCH_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 launch-ab \
+    > "$OUT/launch_ab.md" 2> "$OUT/launch_ab.log" || status=1
+  timeout "${LAUNCH_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 8 --launch-ab \
+    >> "$OUT/launch_ab.md" 2>> "$OUT/launch_ab.log" || status=1
+  cat "$OUT/launch_ab.md"
+  grep -oE "programmatic launch checked in the pass[^;]*;[^;]*" "$OUT/launch_ab.log" | cut -c1-300
 fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
