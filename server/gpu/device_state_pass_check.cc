@@ -402,8 +402,9 @@ Status DeviceState::ChooseProgrammaticLaunch(const std::shared_ptr<const GpuMode
   tuning.ordinary_launch.assign(buckets, false);
   GemmTuning ordinary = tuning;
   ordinary.ordinary_launch.assign(buckets, true);
-  // Each bucket is timed as served (its graph's replay, or its pass enqueued without graphs),
-  // once as tuned (launched programmatically) and once with every launch ordinary.
+  // Each bucket is timed as its requests run it (the graph of Forward replayed, or Forward
+  // enqueued without graphs; a small bucket's copies inside its graph aside), once as tuned
+  // (launched programmatically) and once with every launch ordinary.
   const std::shared_ptr<const GpuModel> as_tuned = model->WithTuning(tuning);
   const std::shared_ptr<const GpuModel> as_ordinary = model->WithTuning(ordinary);
   model_ = as_tuned;
