@@ -496,7 +496,7 @@ int PrintMlpTimelines(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | timeline | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | timeline | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -511,6 +511,7 @@ int main(int argc, char** argv) {
     return BenchCopiesInGraph("MLP 1024-4096-4096-1024 ReLU", dir + "/mlp.pt");
   }
   if (argc > 3 && std::string(argv[3]) == "skinny-profile") return ProfileFewRowGemms();
+  if (argc > 3 && std::string(argv[3]) == "skinny-profile-128") return ProfileWideGemms();
   if (argc > 3 && std::string(argv[3]) == "skinny") {
     // The few-row kernels' tables alone: one GEMM at a time, then the MLP's layers as a graph.
     return PrintSkinnyGemmTable(MeasureCopyTBps());

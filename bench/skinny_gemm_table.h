@@ -17,4 +17,10 @@ int PrintSkinnyGemmTable(double copy_tbps);
 // each named on stderr, for Nsight Compute.
 int ProfileFewRowGemms();
 
+// One launch each of cuBLASLt's first heuristic algorithm and of the fastest split-K
+// configuration (timed first, outside the profiled range) on BERT-base's QKV and FFN down
+// projections at 128 rows, for Nsight Compute's warp-state and memory sections: why the
+// split-K kernel trails cuBLASLt at 128 rows.
+int ProfileWideGemms();
+
 }  // namespace ltserve_bench

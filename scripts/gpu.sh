@@ -92,6 +92,22 @@ if [[ ${RUN_SKINNY:-0} == 1 ]]; then
   grep -E "gpu__time|dram__|sm__warps|launch__grid" "$OUT/ncu_skinny.csv" |
     sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $(NF-2), $NF}' | tail -120
 fi
+if [[ ${RUN_SKINNY_STALLS:-0} == 1 ]]; then
+  # Why the split-K kernel trails cuBLASLt at 128 rows: one launch of each on BERT-base's QKV
+  # and FFN down projections under Nsight Compute's throughput, warp-state, scheduler, memory
+  # and occupancy sections (skinny_stalls.txt; the summary lines on stdout).
+  echo "== split-K against cuBLASLt at 128 rows, warp states (${SECONDS} s)"
+  ncu --profile-from-start off --clock-control none \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+    --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    --section ComputeWorkloadAnalysis \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 skinny-profile-128 \
+    > "$OUT/skinny_stalls.txt" 2> "$OUT/skinny_stalls.log" || status=1
+  grep profiled: -A1 "$OUT/skinny_stalls.log"
+  grep -E "^  [a-zA-Z_0-9]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per Scheduler|No Eligible|Registers Per|Grid Size|Block Size|Theoretical Occupancy|Executed Ipc A|Memory Throughput|L2 Hit|stalled_.* [0-9.]+$" \
+    "$OUT/skinny_stalls.txt" | awk '!/stalled/ || $NF+0 >= 0.3' | cut -c1-150 | head -200
+fi
 if [[ ${RUN_CHAIN:-0} == 1 ]]; then
   # The layer-chain kernel alone: its table against the layers one kernel each (both
   # schedules), the MLP's pass and BERT-base's at 1–4 sequences of 8 tokens with
