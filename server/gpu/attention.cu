@@ -152,22 +152,6 @@ __device__ __forceinline__ std::uint32_t Load32(const std::uint16_t* p) {
   return *reinterpret_cast<const std::uint32_t*>(p);
 }
 
-// Four 8×8 tiles of 16-bit values from shared memory into mma fragments; lane L names the
-// address of row L % 8 of tile L / 8. TRANS: each thread gets a column pair instead of a row
-// pair, i.e. the B fragment of a row-major [k][n] tile.
-__device__ __forceinline__ void LoadTiles(std::uint32_t (&r)[4], const std::uint16_t* row) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-__device__ __forceinline__ void LoadTilesTransposed(std::uint32_t (&r)[4], const std::uint16_t* row) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-
 // One block per work item and head, as many blocks as the bucket could have items. A
 // persistent schedule (only resident blocks, each copying its next item's queries and first
 // keys while it computes the current item's last tile) measured 1.03–1.27× slower

@@ -54,6 +54,22 @@ __device__ __forceinline__ void WaitCopies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
+// Four 8×8 tiles of 16-bit values from shared memory into mma fragments; lane L names the
+// address of row L % 8 of tile L / 8. TRANS: each thread gets a column pair instead of a row
+// pair, i.e. the B fragment of a row-major [k][n] tile.
+__device__ __forceinline__ void LoadTiles(std::uint32_t (&r)[4], const std::uint16_t* row) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void LoadTilesTransposed(std::uint32_t (&r)[4], const std::uint16_t* row) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
 // Component i of a 16-byte vector: the pair of 16-bit values at slots 2i, 2i + 1, one mma
 // operand register. The GEMM kernels use a thread's 16-byte loads of W and X as fragments as
 // they are (skinny_gemm.cu explains the slot order).

@@ -1,0 +1,70 @@
+// The staged-weights GEMM for up to 128 rows (staged_gemm.cu): Y[M,N] = act(X[M,K]·W[N,K]ᵀ +
+// bias + residual) where each block copies its whole slice of W into shared memory before
+// waiting for the kernel ahead (the weights depend on nothing), so that under a programmatic
+// launch only X (from the L2), the multiply and the cluster's reduction are left once that
+// kernel ends. At 128 rows the split-K kernel (skinny_gemm.h) holds W in registers and reads X
+// from shared memory once per mma, and runs 1.3-1.9x cuBLASLt's time on BERT-base's shapes
+// (bench/RESULTS.md); here both operands are staged and each warp multiplies a 2-D tile
+// (32 outputs x half the rows), so each fragment it reads serves several mmas.
+//
+// Hopper (sm_90) and newer only (clusters); 16-bit storage only; in_features a multiple of 8.
+// Not offered by the tuner: measured alone against cuBLASLt first (bench/skinny_gemm_table.cc).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/kernels.h"
+#include "plan/plan.h"
+
+namespace ltserve::gpu {
+
+constexpr std::int64_t kStagedGemmMaxRows = 128;
+// Outputs (rows of W) a block computes.
+constexpr std::int64_t kStagedGemmBlockOutputs = 64;
+// A block's shared memory at most (its W and X slices, or its partial sums): one block an SM.
+constexpr std::int64_t kStagedGemmMaxSharedBytes = 200 * 1024;
+
+// One compiled X tile and the cluster it is launched with: the `cluster` blocks of a cluster
+// share 64 outputs and `m_tile` rows, and each takes one contiguous slice of K (the split-K),
+// then they reduce their partial sums through distributed shared memory.
+struct StagedGemmConfig {
+  std::uint8_t m_tile = 128;  // 64 or 128
+  std::uint8_t cluster = 4;   // 1, 2, 4 or 8 blocks splitting K
+
+  // For logs and tables, e.g. "staged 4 x 64 rows, 128-row X tiles".
+  std::string Describe() const;
+  friend bool operator==(const StagedGemmConfig& a, const StagedGemmConfig& b) {
+    return a.m_tile == b.m_tile && a.cluster == b.cluster;
+  }
+};
+
+// Whether the kernel can run a Linear of this type and shape on a device of compute
+// capability `sm_major` (with some configuration).
+bool StagedGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int64_t in_features);
+
+// The K a block of `config` stages: in_features over the cluster, rounded up to 32.
+std::int64_t StagedGemmSlice(const StagedGemmConfig& config, std::int64_t in_features);
+
+// The dynamic shared memory a launch of `config` takes for `in_features`.
+std::int64_t StagedGemmSharedBytes(const StagedGemmConfig& config, std::int64_t in_features);
+
+// The configurations worth timing for one shape: the X tile holding the rows (64 up to 64 rows,
+// else 128) at every cluster size whose slices fit kStagedGemmMaxSharedBytes and leave no
+// block without K. Empty where the kernel does not take the shape.
+std::vector<StagedGemmConfig> StagedGemmCandidates(std::int64_t rows, std::int64_t out_features,
+                                                   std::int64_t in_features);
+
+// Enqueues y = act(x·wᵀ + bias + residual) on `stream`; `bias` and `residual` may be null.
+// Returns cudaErrorInvalidValue for a configuration or shape the kernel does not take (rows
+// over kStagedGemmMaxRows, slices past kStagedGemmMaxSharedBytes), else the launch's error. `programmatic`: W is staged before waiting for the kernel ahead.
+cudaError_t LaunchStagedGemm(const StagedGemmConfig& config, const void* x, const void* w,
+                             const void* bias, const void* residual, void* y, std::int64_t rows,
+                             std::int64_t out_features, std::int64_t in_features,
+                             plan::Activation act, ElemType type, bool programmatic,
+                             cudaStream_t stream);
+
+}  // namespace ltserve::gpu
