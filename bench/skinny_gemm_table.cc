@@ -15,6 +15,7 @@
 #include "gpu/gemm.h"
 #include "gpu/kernels.h"
 #include "gpu/skinny_gemm.h"
+#include "gpu/staged_gemm.h"
 #include "gpu/streamed_gemm.h"
 
 namespace ltserve_bench {
@@ -67,6 +68,24 @@ ltserve::Result<Timed<Config>> TimeEach(const std::vector<Config>& configs, Laun
     timed.worst_ms = std::max(timed.worst_ms, ms);
   }
   return timed;
+}
+
+// One step of a pass: enqueues its kernel, launched programmatically if asked.
+using PassStep = std::function<ltserve::Status(bool programmatic)>;
+
+// `steps` captured as one graph, each but the first launched programmatically where
+// `programmatic`, and timed as TimeColdOnStream times: the L2 emptied before each replay.
+ltserve::Result<float> TimePassCold(const std::vector<PassStep>& steps, bool programmatic,
+                                    const DeviceBuffer& flush, cudaStream_t s) {
+  LTSERVE_ASSIGN_OR_RETURN(GraphExec graph, CaptureGraph(s, [&]() -> ltserve::Status {
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      LTSERVE_RETURN_IF_ERROR(steps[i](programmatic && i > 0));
+    }
+    return ltserve::Status::Ok();
+  }));
+  return TimeColdOnStream([&] {
+    return Launched(cudaGraphLaunch(graph.get(), s), "graph launch");
+  }, flush, s);
 }
 
 constexpr std::size_t kWorkspace = std::size_t{32} << 20;
@@ -137,6 +156,115 @@ std::string Ratio(double ratio) {
   return text;
 }
 
+// BERT-base's four GEMMs of a layer (QKV, output projection, FFN up, FFN down; bias
+// epilogue, bf16) at 128 rows as one captured graph, the L2 emptied before each replay:
+// cuBLASLt against the split-K and staged-weights kernels, each GEMM at the configuration
+// timed fastest alone. Under a programmatic launch the staged kernel copies its W slice while
+// the GEMM ahead drains, which one GEMM at a time cannot show. Returns 0, or 1 after printing
+// what failed.
+int PrintBertGemmChainTable() {
+  struct Step {
+    std::int64_t k, n;
+    int in, out;  // activation buffers
+  };
+  constexpr std::int64_t kRows = 128;
+  // Buffers: 0 the layer's input (768), 1 QKV (2304), 2 the projection's output (768), 3 the
+  // FFN's hidden (3072), 4 the layer's output (768). The projection reads the input again,
+  // standing in for attention's output.
+  const std::int64_t widths[] = {768, 2304, 768, 3072, 768};
+  const Step steps[] = {{768, 2304, 0, 1}, {768, 768, 0, 2}, {768, 3072, 2, 3}, {3072, 768, 3, 4}};
+  auto timing = TableDevice::Create();
+  if (!timing.ok()) return Fail("stream, handle or buffers", timing.status());
+  cudaStream_t s = timing.value().stream.get();
+  cublasLtHandle_t handle = timing.value().handle.get();
+  const DeviceBuffer& flush = timing.value().flush;
+  void* workspace = timing.value().workspace.data();
+  std::vector<DeviceBuffer> activations, weights, biases;
+  for (std::size_t i = 0; i < std::size(widths); ++i) {
+    auto a = DeviceBuffer::Create(static_cast<std::size_t>(kRows * widths[i]) * 2, "activations");
+    if (!a.ok()) return Fail("buffers", a.status());
+    LaunchFillRandom(a.value().data(), ElemType::kBf16, kRows * widths[i], 40 + i, s);
+    activations.push_back(std::move(a).value());
+  }
+  for (std::size_t i = 0; i < std::size(steps); ++i) {
+    auto w = DeviceBuffer::Create(static_cast<std::size_t>(steps[i].k * steps[i].n) * 2, "weights");
+    auto b = DeviceBuffer::Create(static_cast<std::size_t>(steps[i].n) * 2, "bias");
+    if (!w.ok() || !b.ok()) return Fail("buffers", w.ok() ? b.status() : w.status());
+    LaunchFillRandom(w.value().data(), ElemType::kBf16, steps[i].k * steps[i].n, 50 + i, s);
+    LaunchFillRandom(b.value().data(), ElemType::kBf16, steps[i].n, 60 + i, s);
+    weights.push_back(std::move(w).value());
+    biases.push_back(std::move(b).value());
+  }
+  const auto none = ltserve::plan::Activation::kNone;
+  std::vector<Gemm> gemms;
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  std::vector<PassStep> cublas, skinny, staged;
+  std::string staged_configs;
+  for (std::size_t i = 0; i < std::size(steps); ++i) {
+    const Step& step = steps[i];
+    auto gemm = Gemm::Create(ltserve::Precision::kBf16,
+                             GemmShape{kRows, step.n, step.k, CUBLASLT_EPILOGUE_BIAS, false});
+    if (!gemm.ok()) return Fail("Gemm::Create", gemm.status());
+    auto candidates = gemm.value().Candidates(handle, kWorkspace, 1);
+    if (!candidates.ok() || candidates.value().empty()) return Fail("heuristic", candidates.status());
+    gemms.push_back(std::move(gemm).value());
+    algos.push_back(candidates.value().front());
+  }
+  for (std::size_t i = 0; i < std::size(steps); ++i) {
+    const std::int64_t n = steps[i].n;
+    const std::int64_t k = steps[i].k;
+    void* x = activations[steps[i].in].data();
+    void* y = activations[steps[i].out].data();
+    void* w = weights[i].data();
+    void* b = biases[i].data();
+    cublas.push_back([&, i, x, y, w, b](bool) {
+      return gemms[i].RunWith(algos[i], handle, GemmOperands{w, x, b, nullptr, y}, workspace,
+                              kWorkspace, s);
+    });
+    auto split = TimeEach(SkinnyGemmCandidates(kRows, n, k), [&](const SkinnyGemmConfig& c) {
+      return LaunchSkinnyGemm(c, x, w, b, nullptr, y, kRows, n, k, none, ElemType::kBf16, false, s);
+    }, flush, s);
+    auto stage = TimeEach(StagedGemmCandidates(kRows, n, k), [&](const StagedGemmConfig& c) {
+      return LaunchStagedGemm(c, x, w, b, nullptr, y, kRows, n, k, none, ElemType::kBf16, false, s);
+    }, flush, s);
+    if (!split.ok() || !split.value().best) return Fail("split-K candidates", split.status());
+    if (!stage.ok() || !stage.value().best) return Fail("staged candidates", stage.status());
+    const SkinnyGemmConfig split_config = *split.value().best;
+    const StagedGemmConfig staged_config = *stage.value().best;
+    staged_configs += (i == 0 ? "" : "; ") + staged_config.Describe();
+    skinny.push_back([=](bool programmatic) {
+      return Launched(LaunchSkinnyGemm(split_config, x, w, b, nullptr, y, kRows, n, k, none,
+                                       ElemType::kBf16, programmatic, s), "split-K");
+    });
+    staged.push_back([=](bool programmatic) {
+      return Launched(LaunchStagedGemm(staged_config, x, w, b, nullptr, y, kRows, n, k, none,
+                                       ElemType::kBf16, programmatic, s), "staged");
+    });
+  }
+  const auto pass_ms = [&](const std::vector<PassStep>& pass, bool programmatic) {
+    return TimePassCold(pass, programmatic, flush, s);
+  };
+  auto cublas_ms = pass_ms(cublas, false);
+  auto skinny_ms = pass_ms(skinny, true);
+  auto staged_ms = pass_ms(staged, true);
+  auto staged_plain_ms = pass_ms(staged, false);
+  for (const auto* ms : {&cublas_ms, &skinny_ms, &staged_ms, &staged_plain_ms}) {
+    if (!ms->ok()) return Fail("pass", ms->status());
+  }
+  std::printf("\nBERT-base's four GEMMs of a layer at %ld rows as one CUDA graph, bf16, bias "
+              "epilogue, the L2 emptied before each replay (median of 9); own kernels at the "
+              "configuration timed fastest alone (staged: %s), launched programmatically "
+              "unless said.\n\n", static_cast<long>(kRows), staged_configs.c_str());
+  std::printf("| cuBLASLt µs | split-K µs | staged µs | staged, plain launches µs | staged / cuBLASLt | "
+              "split-K / cuBLASLt |\n|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", 1000.0 * cublas_ms.value(),
+              1000.0 * skinny_ms.value(), 1000.0 * staged_ms.value(),
+              1000.0 * staged_plain_ms.value(), staged_ms.value() / cublas_ms.value(),
+              skinny_ms.value() / cublas_ms.value());
+  std::fflush(stdout);
+  return 0;
+}
+
 // The MLP's three layers as one captured graph, each layer one kernel of a kind, at the
 // configuration that timed fastest alone at these rows; the L2 emptied before each replay.
 int PrintMlpPassTable(double copy_tbps) {
@@ -188,14 +316,14 @@ int PrintMlpPassTable(double copy_tbps) {
   }
   // The three layers' weights read by three plain streaming kernels (LaunchReadAll) in a
   // graph: what three kernel boundaries cost with no GEMM in them.
-  std::vector<std::function<ltserve::Status(bool)>> reads;
+  std::vector<PassStep> reads;
   for (std::size_t i = 0; i < std::size(layers); ++i) {
     reads.push_back([&, i](bool) {
       return Launched(LaunchReadAll(weights[i].data(), weights[i].bytes(), s), "read");
     });
   }
   for (const std::int64_t rows : row_counts) {
-    std::vector<std::function<ltserve::Status(bool)>> cublas, skinny, streamed, packed;
+    std::vector<PassStep> cublas, skinny, streamed, packed;
     std::vector<Gemm> gemms;
     std::vector<cublasLtMatmulAlgo_t> algos;
     for (std::size_t i = 0; i < std::size(layers); ++i) {
@@ -256,17 +384,8 @@ int PrintMlpPassTable(double copy_tbps) {
                                            StreamedWeights::kPacked), "packed");
       });
     }
-    const auto pass_ms = [&](const std::vector<std::function<ltserve::Status(bool)>>& steps,
-                             bool programmatic) -> ltserve::Result<float> {
-      LTSERVE_ASSIGN_OR_RETURN(GraphExec graph, CaptureGraph(s, [&]() -> ltserve::Status {
-        for (std::size_t i = 0; i < steps.size(); ++i) {
-          LTSERVE_RETURN_IF_ERROR(steps[i](programmatic && i > 0));
-        }
-        return ltserve::Status::Ok();
-      }));
-      return TimeColdOnStream([&] {
-        return Launched(cudaGraphLaunch(graph.get(), s), "graph launch");
-      }, flush, s);
+    const auto pass_ms = [&](const std::vector<PassStep>& steps, bool programmatic) {
+      return TimePassCold(steps, programmatic, flush, s);
     };
     auto reads_ms = pass_ms(reads, false);
     if (!reads_ms.ok()) return Fail("reads", reads_ms.status());
@@ -324,8 +443,9 @@ int PrintSkinnyGemmTable(double copy_tbps) {
               static_cast<long>(kStreamedGemmMaxRows), copy_tbps);
   std::printf("| layer | rows | floor µs | weights read alone µs | cuBLASLt µs | best split-K µs | "
               "its configuration | worst split-K µs | best / cuBLASLt | best streamed µs | its "
-              "configuration | streamed / cuBLASLt | best streamed, packed weights µs |\n"
-              "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|\n");
+              "configuration | streamed / cuBLASLt | best streamed, packed weights µs | best staged µs | "
+              "its configuration | staged / cuBLASLt |\n"
+              "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---|---:|\n");
   const int sms = SmCount();
   for (const Layer& layer : layers) {
     // The weights' bytes read by a plain streaming kernel (LaunchReadAll), nothing computed:
@@ -386,8 +506,16 @@ int PrintSkinnyGemmTable(double copy_tbps) {
                                   false, s, StreamedWeights::kPacked);
       }, flush, s);
       if (!packed_run.ok()) return Fail("packed run", packed_run.status());
+      auto staged = TimeEach(StagedGemmCandidates(rows, layer.n, layer.k),
+                             [&](const StagedGemmConfig& config) {
+        return LaunchStagedGemm(config, x.value().data(), w.value().data(), bias.value().data(),
+                                nullptr, y.value().data(), rows, layer.n, layer.k,
+                                ltserve::plan::Activation::kNone, ElemType::kBf16, false, s);
+      }, flush, s);
+      if (!staged.ok()) return Fail("staged run", staged.status());
+      const Timed<StagedGemmConfig>& sg = staged.value();
       const double floor_us = 2.0 * layer.k * layer.n / (copy_tbps * 1e6);
-      std::printf("| %s %ld->%ld | %ld | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.2f | %s | %s | %s | %s |\n",
+      std::printf("| %s %ld->%ld | %ld | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n",
                   layer.model, static_cast<long>(layer.k), static_cast<long>(layer.n),
                   static_cast<long>(rows), floor_us, 1000.0 * read_ms.value(),
                   1000.0 * cublas_ms.value(), 1000.0 * best,
@@ -395,10 +523,14 @@ int PrintSkinnyGemmTable(double copy_tbps) {
                   st.best ? Us(st.best_ms).c_str() : "-",
                   st.best ? st.best->Describe().c_str() : "not offered",
                   st.best ? Ratio(st.best_ms / cublas_ms.value()).c_str() : "-",
-                  packed_run.value().best ? Us(packed_run.value().best_ms).c_str() : "-");
+                  packed_run.value().best ? Us(packed_run.value().best_ms).c_str() : "-",
+                  sg.best ? Us(sg.best_ms).c_str() : "-",
+                  sg.best ? sg.best->Describe().c_str() : "not offered",
+                  sg.best ? Ratio(sg.best_ms / cublas_ms.value()).c_str() : "-");
       std::fflush(stdout);
     }
   }
+  if (const int failed = PrintBertGemmChainTable(); failed != 0) return failed;
   return PrintMlpPassTable(copy_tbps);
 }
 
@@ -463,6 +595,7 @@ int ProfileWideGemms() {
     Gemm gemm;
     cublasLtMatmulAlgo_t algo;
     SkinnyGemmConfig split;
+    StagedGemmConfig staged;
   };
   // Chosen before the profiler starts, so that only the launches below are profiled.
   std::vector<Chosen> chosen;
@@ -478,16 +611,22 @@ int ProfileWideGemms() {
                               false, s);
     }, timing.value().flush, s);
     if (!split.ok() || !split.value().best) return Fail("split-K candidates", split.status());
+    auto staged = TimeEach(StagedGemmCandidates(kRows, layer.n, layer.k), [&](const StagedGemmConfig& c) {
+      return LaunchStagedGemm(c, x.value().data(), w.value().data(), bias.value().data(), nullptr,
+                              y.value().data(), kRows, layer.n, layer.k, none, ElemType::kBf16,
+                              false, s);
+    }, timing.value().flush, s);
+    if (!staged.ok() || !staged.value().best) return Fail("staged candidates", staged.status());
     chosen.push_back(Chosen{layer, std::move(gemm).value(), algos.value().front(),
-                            *split.value().best});
+                            *split.value().best, *staged.value().best});
   }
   if (cudaStreamSynchronize(s) != cudaSuccess) return 1;
   cudaProfilerStart();
   for (const Chosen& c : chosen) {
     std::fprintf(stderr, "profiled: %s %ld->%ld, %ld rows, cuBLASLt (its kernels, then the split-K\n"
-                 "          reduction if it uses one), then %s\n", c.layer.model,
+                 "          reduction if it uses one), then %s, then %s\n", c.layer.model,
                  static_cast<long>(c.layer.k), static_cast<long>(c.layer.n),
-                 static_cast<long>(kRows), c.split.Describe().c_str());
+                 static_cast<long>(kRows), c.split.Describe().c_str(), c.staged.Describe().c_str());
     const ltserve::Status run = c.gemm.RunWith(
         c.algo, handle, GemmOperands{w.value().data(), x.value().data(), bias.value().data(),
                                      nullptr, y.value().data()},
@@ -498,6 +637,12 @@ int ProfileWideGemms() {
                                                kRows, c.layer.n, c.layer.k, none,
                                                ElemType::kBf16, false, s);
     if (error != cudaSuccess) return Fail("split-K run", Launched(error, c.split.Describe()));
+    const cudaError_t staged_error = LaunchStagedGemm(
+        c.staged, x.value().data(), w.value().data(), bias.value().data(), nullptr,
+        y.value().data(), kRows, c.layer.n, c.layer.k, none, ElemType::kBf16, false, s);
+    if (staged_error != cudaSuccess) {
+      return Fail("staged run", Launched(staged_error, c.staged.Describe()));
+    }
   }
   cudaProfilerStop();
   return cudaStreamSynchronize(s) == cudaSuccess ? 0 : 1;

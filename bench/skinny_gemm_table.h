@@ -6,7 +6,8 @@
 namespace ltserve_bench {
 
 // Prints a markdown table for the MLP's and BERT-base's layer shapes at 1, 8, 32 and 128 rows,
-// bf16 (the streamed kernel's candidates beside the split-K kernel's), then the MLP's three
+// bf16 (the streamed and staged-weights kernels' candidates beside the split-K kernel's), then
+// BERT-base's four GEMMs of a layer at 128 rows as one graph of each kind, then the MLP's three
 // layers as one graph at 1 to 32 rows, each layer cuBLASLt, split-K or streamed. `copy_tbps`:
 // the copy bandwidth measured in the run, for the weight-streaming floor. Returns 0, or 1
 // after printing what failed.
@@ -17,8 +18,8 @@ int PrintSkinnyGemmTable(double copy_tbps);
 // each named on stderr, for Nsight Compute.
 int ProfileFewRowGemms();
 
-// One launch each of cuBLASLt's first heuristic algorithm and of the fastest split-K
-// configuration (timed first, outside the profiled range) on BERT-base's QKV and FFN down
+// One launch each of cuBLASLt's first heuristic algorithm and of the fastest split-K and
+// staged-weights configurations (timed first, outside the profiled range) on BERT-base's QKV and FFN down
 // projections at 128 rows, for Nsight Compute's warp-state and memory sections: why the
 // split-K kernel trails cuBLASLt at 128 rows.
 int ProfileWideGemms();

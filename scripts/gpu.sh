@@ -78,8 +78,9 @@ if [[ ${RUN_BENCH:-1} == 1 ]]; then
   cat "$OUT/bench.log" "$OUT/bench.md"
 fi
 if [[ ${RUN_SKINNY:-0} == 1 ]]; then
-  # The few-row GEMM kernels alone: split-K and streamed against cuBLASLt one GEMM at a time,
-  # then the MLP's three layers as one graph of each kind (also part of RUN_BENCH's table).
+  # The few-row GEMM kernels alone: split-K, streamed and staged-weights against cuBLASLt one
+  # GEMM at a time, then BERT-base's four GEMMs of a layer at 128 rows and the MLP's three
+  # layers as one graph of each kind (also part of RUN_BENCH's table).
   echo "== few-row GEMM kernels (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 skinny \
     > "$OUT/skinny.md" 2> "$OUT/skinny.log" || status=1
@@ -93,9 +94,10 @@ if [[ ${RUN_SKINNY:-0} == 1 ]]; then
     sed -E 's/"([^"]*)"/\1/g' | awk -F, '{print $(NF-2), $NF}' | tail -120
 fi
 if [[ ${RUN_SKINNY_STALLS:-0} == 1 ]]; then
-  # Why the split-K kernel trails cuBLASLt at 128 rows: one launch of each on BERT-base's QKV
-  # and FFN down projections under Nsight Compute's throughput, warp-state, scheduler, memory
-  # and occupancy sections (skinny_stalls.txt; the summary lines on stdout).
+  # Why the split-K kernel trails cuBLASLt at 128 rows: one launch of each, and of the
+  # staged-weights kernel, on BERT-base's QKV and FFN down projections under Nsight Compute's
+  # throughput, warp-state, scheduler, memory and occupancy sections (skinny_stalls.txt; the
+  # summary lines on stdout).
   echo "== split-K against cuBLASLt at 128 rows, warp states (${SECONDS} s)"
   ncu --profile-from-start off --clock-control none \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
