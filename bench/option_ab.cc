@@ -47,6 +47,13 @@ OptionAB ProgrammaticLaunchAB() {
                   [](ltserve::ModelOptions& o) { o.programmatic_launch = ProgrammaticLaunch::kOff; }};
 }
 
+OptionAB WeightPrefetchAB() {
+  return OptionAB{"each GEMM's weights prefetched into the L2 beside the step before (prefetch_weights_to_l2) and not",
+                  "prefetch", "none",
+                  [](ltserve::ModelOptions& o) { o.prefetch_weights_to_l2 = true; },
+                  [](ltserve::ModelOptions& o) { o.prefetch_weights_to_l2 = false; }};
+}
+
 OptionAB ProgrammaticAutoAB() {
   using ltserve::ProgrammaticLaunch;
   OptionAB ab{"programmatic dependent launch chosen per bucket in the pass (auto) and always on (true)",

@@ -87,6 +87,17 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->norm_counters_.data(), 0, bytes, state->stream()));
   }
   LTSERVE_RETURN_IF_ERROR(state->CreateGemms());
+  if (options.prefetch_weights_to_l2) {
+    LTSERVE_ASSIGN_OR_RETURN(state->prefetch_stream_, CreateStream());
+    LTSERVE_ASSIGN_OR_RETURN(state->prefetch_fork_, CreateEvent(/*timing=*/false));
+    LTSERVE_ASSIGN_OR_RETURN(state->prefetch_join_, CreateEvent(/*timing=*/false));
+    const std::vector<Step>& steps = model->steps();
+    state->next_gemm_.assign(steps.size(), steps.size());
+    for (std::size_t s = steps.size(); s-- > 1;) {
+      state->next_gemm_[s - 1] =
+          std::holds_alternative<GemmStep>(steps[s]) ? s : state->next_gemm_[s];
+    }
+  }
   for (std::size_t b = 0; b < model->buckets().size(); ++b) {
     if (model->HalfBucket(b) != kNoHalf) {
       LTSERVE_RETURN_IF_ERROR(state->EnsureSideLane());
@@ -359,10 +370,15 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
     return Internal("bucket " + std::to_string(rows) + " rows cannot run as two halves");
   }
   const bool programmatic = Programmatic(bucket);
+  const bool prefetch = prefetch_stream_ != nullptr && half == kNoHalf;
+  bool forked = false;
   auto chain = chains.begin();
   for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
     const std::int64_t step_rows = model_->StepRows(s, bucket);
+    if (prefetch && (s == 0 || std::holds_alternative<GemmStep>(step))) {
+      LTSERVE_RETURN_IF_ERROR(PrefetchNextWeights(s, &forked));
+    }
     if (half != kNoHalf && model_->RowLocal(s)) {
       std::size_t end = s + 1;
       while (end < model_->steps().size() && model_->RowLocal(end)) ++end;
@@ -411,6 +427,31 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
     if (s < step_marks.size()) {
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
     }
+  }
+  if (forked) {
+    // A captured branch must meet the capturing stream again before the capture ends.
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(prefetch_join_.get(), prefetch_stream_.get()));
+    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream(), prefetch_join_.get()));
+  }
+  return Status::Ok();
+}
+
+Status DeviceState::PrefetchNextWeights(std::size_t s, bool* forked) {
+  const GpuModel& model = *model_;
+  if (next_gemm_[s] >= model.steps().size()) return Status::Ok();
+  const auto& next = std::get<GemmStep>(model.steps()[next_gemm_[s]]);
+  const std::size_t elem = ElemSize(StorageType(model.options().precision));
+  // Forked after the step before `s`: the prefetch runs beside step s, not before it.
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(prefetch_fork_.get(), stream()));
+  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(prefetch_stream_.get(), prefetch_fork_.get()));
+  *forked = true;
+  LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPrefetchToL2(model.Weight(next.weight_offset),
+                                                  static_cast<std::size_t>(next.n * next.k) * elem,
+                                                  prefetch_stream_.get()));
+  if (next.bias_offset != kNoOffset) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPrefetchToL2(model.Weight(next.bias_offset),
+                                                    static_cast<std::size_t>(next.n) * elem,
+                                                    prefetch_stream_.get()));
   }
   return Status::Ok();
 }

@@ -13,6 +13,11 @@
 // branches, and one half's kernels can take the SMs that the other half's kernel tails leave
 // idle. The halves compute what the whole bucket would, with the half bucket's algorithms.
 //
+// With prefetch_weights_to_l2, a pass that runs whole (not as halves) forks a side branch at
+// its first step and at each GEMM step: a kernel there asks the L2 for the next GEMM step's
+// weights and bias while this step runs, and the branch meets the pass again after its last
+// step. The branch writes nothing, so the pass computes the same bits with it as without.
+//
 // Thread-safety: one thread at a time.
 #pragma once
 
@@ -146,6 +151,9 @@ class DeviceState {
   Status RunNormGemm(const NormGemmConfig& config, std::size_t step_index, std::int64_t rows,
                      bool programmatic);
   Status EnsureFlush();
+  // prefetch_weights_to_l2: before step `s` runs, the side branch asks for the weights and
+  // bias of the first GEMM step after `s`, if any (`*forked` is then set).
+  Status PrefetchNextWeights(std::size_t s, bool* forked);
   // Tune's: times each chainable run at each bucket of up to kChainMaxRows rows against its
   // steps' chosen kernels and records the runs the layer-chain kernel takes over; the choice
   // is kept in `cache` like a kernel choice.
@@ -217,6 +225,13 @@ class DeviceState {
   Event part_;
   Event meet_;
   bool halves_on_one_stream_ = false;
+  // prefetch_weights_to_l2's branch: its stream and the events where it forks from the pass
+  // and meets it again; created only with the option. next_gemm_[s]: the first GEMM step
+  // after step s (steps().size() where none is).
+  Stream prefetch_stream_;
+  Event prefetch_fork_;
+  Event prefetch_join_;
+  std::vector<std::size_t> next_gemm_;
   std::vector<DeviceBuffer> values_;
   DeviceBuffer input_io_;   // only when the input dtype differs from the compute dtype
   DeviceBuffer output_io_;  // likewise for the output

@@ -53,6 +53,22 @@ __global__ void ReadAllKernel(const uint4* data, std::int64_t count, unsigned* s
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
+// Asks the L2 for bytes [from, from + count·16) in chunks of kPrefetchChunk bytes, one a
+// thread: on Hopper a bulk prefetch is one instruction a chunk and no thread waits for it.
+constexpr std::int64_t kPrefetchChunk = 8192;
+__global__ void PrefetchToL2Kernel(const unsigned char* from, std::int64_t bytes) {
+  const std::int64_t at = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) *
+                          kPrefetchChunk;
+  if (at >= bytes) return;
+  const auto chunk = static_cast<unsigned>(min(kPrefetchChunk, bytes - at));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(from + at), "r"(chunk)
+               : "memory");
+#else
+  for (unsigned line = 0; line < chunk; line += 128) PrefetchToL2(from + at + line);
+#endif
+}
+
 template <typename T>
 __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T* out,
                                 std::int64_t rows, std::int64_t width, plan::Activation act) {
@@ -464,6 +480,20 @@ cudaError_t LaunchReadAll(void* data, std::size_t bytes, cudaStream_t stream) {
   if (vectors == 0) return cudaSuccess;
   ReadAllKernel<<<Blocks(vectors), kThreads, 0, stream>>>(static_cast<const uint4*>(data), vectors,
                                                          static_cast<unsigned*>(data));
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchPrefetchToL2(const void* data, std::size_t bytes, cudaStream_t stream) {
+  // Whole 16-byte units inside [data, data + bytes) only: a bulk prefetch takes 16-byte
+  // aligned addresses and sizes, and nothing outside the range is touched.
+  const auto begin = (reinterpret_cast<std::uintptr_t>(data) + 15) / 16 * 16;
+  const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / 16 * 16;
+  if (data == nullptr || end <= begin) return cudaSuccess;
+  const auto count = static_cast<std::int64_t>(end - begin);
+  const std::int64_t chunks = (count + kPrefetchChunk - 1) / kPrefetchChunk;
+  const auto blocks = static_cast<unsigned>((chunks + kThreads - 1) / kThreads);
+  PrefetchToL2Kernel<<<blocks, kThreads, 0, stream>>>(
+      reinterpret_cast<const unsigned char*>(begin), count);
   return cudaGetLastError();
 }
 

@@ -31,6 +31,12 @@ cudaError_t LaunchFillRandom(void* data, ElemType type, std::size_t count, std::
 // without paying to write back dirty lines another kernel left (as after a memset).
 cudaError_t LaunchReadAll(void* data, std::size_t bytes, cudaStream_t stream);
 
+// Asks the L2 to fetch `bytes` from `data` and returns at once, waiting for nothing: a weight
+// matrix prefetched this way while the kernel before its GEMM runs is read from the L2 by that
+// GEMM (prefetch_weights_to_l2, docs/gpu_executor.md). Only whole 16-byte units inside the
+// range are asked for.
+cudaError_t LaunchPrefetchToL2(const void* data, std::size_t bytes, cudaStream_t stream);
+
 // out[r, c] = act(in[r, c] + bias[c] + residual[r, c]), math in fp32. `bias` and `residual`
 // may be null; `in` may equal `out`. All tensors (bias too) have element type `type`.
 cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residual, void* out,
