@@ -645,12 +645,6 @@ TEST(GpuExecutor, LayerChainsCheckedInThePassMatchTheReferenceAndComeBackFromThe
   std::filesystem::remove(cache);
 }
 
-// Programmatic dependent launch only moves when a kernel may start: every plan, through its
-// graphs and without them, gives bit for bit what ordinary launches give (LayerNorm and the
-// conversions in the zoo, the small-batch and the split-K kernels chained layer after layer,
-// whose weight loads start before the layer before has finished, and the layer-chain kernel,
-// whose first ones do). Both factories read their
-// kernel choices from one cache file, so that they run the same kernels.
 // two_stream_halves always on a row plan: every op kind (ZooPlan: fused and unfused
 // epilogues, residuals, LayerNorm, pointwise steps) as two halves of the 256- and 512-row
 // buckets on two streams, in every precision, the rows of each half against the reference.
@@ -689,8 +683,12 @@ TEST(GpuExecutor, TwoStreamHalvesOfEveryOpKindMatchTheReference) {
   }
 }
 
-// programmatic_launch true, false and auto (each bucket's choice timed at load) give the same
-// bits, with the own kernels and with graphs or without.
+// Programmatic dependent launch only moves when a kernel may start: programmatic_launch true,
+// false and auto (each bucket's choice timed at load) give the same bits, through graphs and
+// without them (LayerNorm and the conversions in the zoo, the small-batch and the split-K
+// kernels chained layer after layer, whose weight loads start before the layer before has
+// finished, the layer-chain kernel, whose first ones do, and the GEMM + LayerNorm kernel). The
+// factories read their kernel choices from one cache file, so that they run the same kernels.
 TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   SKIP_WITHOUT_GPU();
   const std::pair<std::shared_ptr<const plan::Plan>, std::map<std::string, std::string>> cases[] = {
