@@ -1,15 +1,13 @@
 // The staged-weights GEMM (staged_gemm.h). Y = X·Wᵀ is computed as its transpose Yᵀ = W·Xᵀ,
 // W as mma's A (16 outputs a tile) and X as its B (8 rows a tile), as in the split-K kernel.
 //
-// A block (8 warps) owns 64 outputs and `kMTile` rows, and one slice of K: the `cluster`
+// A block (4 warps) owns 64 outputs and `kMTile` rows, and one slice of K: the `cluster`
 // blocks of a cluster take consecutive slices. It copies its W slice into shared memory first
-// (bulk copies, a row each: a handful of instructions a thread, where 16-byte cp.async copies
-// took thousands a warp and held the first version of this kernel to ~1 instruction in 4.7
-// cycles at 1.2 warps a scheduler), then waits for the kernel ahead, then copies its X slice
-// in two halves, so that the multiply over the first half of K starts while the second half
-// is still arriving. Each warp multiplies 32 outputs by a quarter of the rows, with fragments
-// read by ldmatrix: per 16 of K a warp reads 2 A and kMTile/32 B fragment quads for
-// 2·kMTile/32 mmas, where the split-K kernel reads one X vector for every two mmas.
+// (two cp.async groups, halves of the slice), then waits for the kernel ahead, then copies
+// its X slice the same way, so that the multiply over the first half of K starts while the
+// second half of X is still arriving. Each warp multiplies 32 outputs by half the rows, with
+// fragments read by ldmatrix: per 16 of K a warp reads 2 A and kMTile/16 B fragment quads for
+// 2·kMTile/16 mmas, where the split-K kernel reads one X vector for every two mmas.
 //
 // The partial sums then go to shared memory (the staging area is reused) and, after a
 // cluster barrier, every thread of the cluster sums some outputs over all blocks in rank
@@ -18,7 +16,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "gpu/bulk_copy_device.cuh"
 #include "gpu/cluster_launch.cuh"
 #include "gpu/kernels_device.cuh"
 #include "gpu/staged_gemm.h"
@@ -29,7 +26,7 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kWarps = 8;
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kVector = 8;  // 16-bit elements per 16-byte copy
 constexpr int kNTile = static_cast<int>(kStagedGemmBlockOutputs);
@@ -49,45 +46,30 @@ struct Epilogue {
   plan::Activation act = plan::Activation::kNone;
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Stages rows [0, row_count) of a slice, K [k_from, k_to) (relative to the slice), into
-// shared memory (row stride `stride` halves) by bulk copies, one a row, completing on
-// `barrier`; rows at or past `valid_rows` and K at or past `k_valid` are zeroed by plain stores
-// instead (the multiply then reads zeros there). Called by every thread: warp 0 issues the
-// copies, its lane 0 having announced their bytes first, and every warp zeroes rows.
+// Copies rows [0, row_count) x K [k_from, k_to) of a slice from global (row stride k_total,
+// rows from `first_row`, K from `k0`) into shared memory (row stride `stride` halves), 16 bytes
+// a copy, zero-filled past `valid_rows` or past k_end: the multiply then reads zeros there.
 __device__ __forceinline__ void StageRows(std::uint16_t* dst, int stride, const std::uint16_t* src,
-                                          std::int64_t src_stride, int row_count, int valid_rows,
-                                          int k_valid, int k_from, int k_to,
-                                          std::uint64_t* barrier) {
-  const int copied_rows = max(0, min(row_count, valid_rows));
-  const int copied_k = max(0, min(k_to, k_valid) - k_from);
-  const unsigned row_bytes = static_cast<unsigned>(copied_k) * 2;
-  const int lane = threadIdx.x % 32;
-  if (threadIdx.x < 32) {
-    if (lane == 0) BarrierArriveExpecting(barrier, row_bytes * copied_rows);
-    __syncwarp();
-    if (row_bytes > 0) {
-      for (int r = lane; r < copied_rows; r += 32) {
-        BulkCopy(dst + r * stride + k_from, src + r * src_stride + k_from, row_bytes, barrier);
-      }
-    }
+                                          int first_row, int row_count, int valid_rows,
+                                          int k_total, int k0, int k_end, int k_from, int k_to) {
+  const int vectors = (k_to - k_from) / kVector;
+  for (int e = threadIdx.x; e < row_count * vectors; e += kThreads) {
+    const int r = e / vectors;
+    const int k = k_from + (e % vectors) * kVector;
+    const int row = first_row + r;
+    const bool valid = row < valid_rows && k0 + k < k_end;
+    CopyAsync16(dst + r * stride + k,
+                valid ? src + static_cast<std::int64_t>(row) * k_total + k0 + k : src, valid);
   }
-  // A warp a row: lanes zero 16 bytes each from where the copy ends.
-  for (int r = threadIdx.x / 32; r < row_count; r += kWarps) {
-    const int zero_from = k_from + (r < copied_rows ? copied_k : 0);
-    for (int k = zero_from + lane * kVector; k < k_to; k += 32 * kVector) {
-      *reinterpret_cast<uint4*>(dst + r * stride + k) = uint4{0u, 0u, 0u, 0u};
-    }
-  }
+  CommitCopies();
 }
-#endif
 
 template <typename T, int kMTile>
 __global__ void __launch_bounds__(kThreads)
     StagedGemmKernel(const T* __restrict__ x, const T* __restrict__ w, T* y, int rows,
                      int n_total, int k_total, int slice, Epilogue epilogue) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kWarpRows = kMTile / 4;        // X rows a warp multiplies
+  constexpr int kWarpRows = kMTile / 2;        // X rows a warp multiplies
   constexpr int kBTiles = kWarpRows / 8;       // its mma n tiles
   extern __shared__ __align__(16) unsigned char smem[];
   cg::cluster_group cluster = cg::this_cluster();
@@ -107,30 +89,21 @@ __global__ void __launch_bounds__(kThreads)
                     static_cast<std::int64_t>(block_n0) * k_total;
   const auto* x16 = reinterpret_cast<const std::uint16_t*>(x) + static_cast<std::int64_t>(m0) * k_total;
 
-  // One barrier each for W and the two halves of X, each completing once a launch (parity 0).
-  // Outside the dynamic shared memory, which the partial sums reuse.
-  __shared__ std::uint64_t staged[3];
-  if (threadIdx.x == 0) {
-    for (std::uint64_t& barrier : staged) BarrierInit(&barrier, 1);
-    FenceBarrierInit();
-  }
-  __syncthreads();
-  const int k_valid = max(0, k_end - k0);  // of the slice, the K that exists
   // W does not depend on the kernel ahead: its copies are in flight while that one drains.
-  StageRows(ws, stride, w16 + k0, k_total, kNTile, n_total - block_n0, k_valid, 0, slice,
-            &staged[0]);
+  StageRows(ws, stride, w16, 0, kNTile, n_total - block_n0, k_total, k0, k_end, 0, half);
+  StageRows(ws, stride, w16, 0, kNTile, n_total - block_n0, k_total, k0, k_end, half, slice);
   if (epilogue.bias != nullptr && threadIdx.x == 0 && block_n0 < n_total) {
     PrefetchToL2(static_cast<const T*>(epilogue.bias) + block_n0);
   }
   WaitForPriorKernel();
   AllowDependentLaunch();
-  StageRows(xs, stride, x16 + k0, k_total, kMTile, rows - m0, k_valid, 0, half, &staged[1]);
-  StageRows(xs, stride, x16 + k0, k_total, kMTile, rows - m0, k_valid, half, slice, &staged[2]);
+  StageRows(xs, stride, x16, 0, kMTile, rows - m0, k_total, k0, k_end, 0, half);
+  StageRows(xs, stride, x16, 0, kMTile, rows - m0, k_total, k0, k_end, half, slice);
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int warp_n = warp % 2;  // outputs [32·warp_n, +32)
-  const int warp_m = warp / 2;  // rows [kWarpRows·warp_m, +kWarpRows), of 4
+  const int warp_m = warp / 2;  // rows [kWarpRows·warp_m, +kWarpRows)
   float acc[2][kBTiles][4];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -162,11 +135,11 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   };
-  __syncthreads();  // the zeroed parts are written
-  BarrierWait(&staged[0], 0);
-  BarrierWait(&staged[1], 0);
+  WaitCopies<1>();  // W and the first half of X, for this thread's copies
+  __syncthreads();  // and for every thread's
   multiply(0, half);
-  BarrierWait(&staged[2], 0);
+  WaitCopies<0>();
+  __syncthreads();
   multiply(half, slice);
   __syncthreads();  // every warp is done with the staged slices before they are overwritten
 

@@ -4,9 +4,8 @@
 // launch only X (from the L2), the multiply and the cluster's reduction are left once that
 // kernel ends. At 128 rows the split-K kernel (skinny_gemm.h) holds W in registers and reads X
 // from shared memory once per mma, and runs 1.3-1.9x cuBLASLt's time on BERT-base's shapes
-// (bench/RESULTS.md); here both operands are staged (bulk copies) and each of 8 warps
-// multiplies a 2-D tile (32 outputs x a quarter of the rows), so each fragment it reads
-// serves several mmas.
+// (bench/RESULTS.md); here both operands are staged and each warp multiplies a 2-D tile
+// (32 outputs x half the rows), so each fragment it reads serves several mmas.
 //
 // Hopper (sm_90) and newer only (clusters); 16-bit storage only; in_features a multiple of 8.
 // Not offered by the tuner: on an H100 it took 1.37-1.77x cuBLASLt's time alone at 128 rows
