@@ -581,7 +581,7 @@ int main(int argc, char** argv) {
       return failures;
     }
     if (argc > 3 && std::string(argv[3]) == "--prefetch-ab") {
-      // Each GEMM's weights prefetched into the L2 beside the step before, against not: at one
+      // GEMM weights prefetched into the L2 by the kernel before them, against not: at one
       // sequence of 128 the pass reads its weights at about a tenth of device bandwidth, at 8
       // and 32 the GEMMs are longer and read more of it, at one to four of 8 tokens they are
       // the whole pass.

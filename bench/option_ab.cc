@@ -48,7 +48,7 @@ OptionAB ProgrammaticLaunchAB() {
 }
 
 OptionAB WeightPrefetchAB() {
-  return OptionAB{"each GEMM's weights prefetched into the L2 beside the step before (prefetch_weights_to_l2) and not",
+  return OptionAB{"GEMM weights prefetched into the L2 by the LayerNorm or attention kernel before them (prefetch_weights_to_l2) and not",
                   "prefetch", "none",
                   [](ltserve::ModelOptions& o) { o.prefetch_weights_to_l2 = true; },
                   [](ltserve::ModelOptions& o) { o.prefetch_weights_to_l2 = false; }};

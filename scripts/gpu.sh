@@ -298,8 +298,9 @@ if [[ ${RUN_LAUNCH_AB:-0} == 1 ]]; then
   grep -oE "programmatic launch checked in the pass[^;]*;[^;]*" "$OUT/launch_ab.log" | cut -c1-300
 fi
 if [[ ${RUN_PREFETCH_AB:-0} == 1 ]]; then
-  # Each GEMM's weights prefetched into the L2 beside the step before (prefetch_weights_to_l2)
-  # against not: the MLP at every bucket to 256 rows, BERT-base at 1, 8 and 32 sequences of
+  # GEMM weights prefetched into the L2 by the LayerNorm or attention kernel before them
+  # (prefetch_weights_to_l2) against not: the MLP at every bucket to 256 rows (the control: it
+  # has neither kernel), BERT-base at 1, 8 and 32 sequences of
   # 128 and 1 and 4 of 8 (tables on stdout). PREFETCH_TIMEOUT_S bounds each benchmark.
   echo "== weights prefetched into the L2, A/Bs (${SECONDS} s)"
   timeout "${PREFETCH_TIMEOUT_S:-0}" \

@@ -88,14 +88,24 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   }
   LTSERVE_RETURN_IF_ERROR(state->CreateGemms());
   if (options.prefetch_weights_to_l2) {
-    LTSERVE_ASSIGN_OR_RETURN(state->prefetch_stream_, CreateStream());
-    LTSERVE_ASSIGN_OR_RETURN(state->prefetch_fork_, CreateEvent(/*timing=*/false));
-    LTSERVE_ASSIGN_OR_RETURN(state->prefetch_join_, CreateEvent(/*timing=*/false));
     const std::vector<Step>& steps = model->steps();
-    state->next_gemm_.assign(steps.size(), steps.size());
-    for (std::size_t s = steps.size(); s-- > 1;) {
-      state->next_gemm_[s - 1] =
-          std::holds_alternative<GemmStep>(steps[s]) ? s : state->next_gemm_[s];
+    const std::size_t elem = ElemSize(storage);
+    state->step_prefetch_.resize(steps.size());
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      if (!std::holds_alternative<LayerNormStep>(steps[s]) &&
+          !std::holds_alternative<AttentionStep>(steps[s])) {
+        continue;
+      }
+      L2Prefetch& prefetch = state->step_prefetch_[s];
+      for (std::size_t g = s + 1; g < steps.size(); ++g) {
+        const auto* gemm = std::get_if<GemmStep>(&steps[g]);
+        if (gemm == nullptr ||
+            !prefetch.Add(model->Weight(gemm->weight_offset),
+                          static_cast<std::size_t>(gemm->n * gemm->k) * elem) ||
+            !prefetch.Add(model->Weight(gemm->bias_offset), static_cast<std::size_t>(gemm->n) * elem)) {
+          break;
+        }
+      }
     }
   }
   for (std::size_t b = 0; b < model->buckets().size(); ++b) {
@@ -180,7 +190,7 @@ Status DeviceState::RunRowLocal(std::size_t step_index, std::size_t bucket, cons
         static_cast<const float*>(model_->Weight(norm->gamma_offset)),
         static_cast<const float*>(model_->Weight(norm->beta_offset)), ValueRow(norm->output, row),
         rows, plan.values()[norm->output].width, norm->eps, storage, lane.programmatic, lane.stream,
-        model_->NormSchedule(step_index, bucket)));
+        model_->NormSchedule(step_index, bucket), PrefetchAt(step_index)));
     return Status::Ok();
   }
   return Internal("plan step " + std::to_string(step_index) + " is not row-local");
@@ -370,15 +380,10 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
     return Internal("bucket " + std::to_string(rows) + " rows cannot run as two halves");
   }
   const bool programmatic = Programmatic(bucket);
-  const bool prefetch = prefetch_stream_ != nullptr && half == kNoHalf;
-  bool forked = false;
   auto chain = chains.begin();
   for (std::size_t s = 0; s < model_->steps().size(); ++s) {
     const Step& step = model_->steps()[s];
     const std::int64_t step_rows = model_->StepRows(s, bucket);
-    if (prefetch && (s == 0 || std::holds_alternative<GemmStep>(step))) {
-      LTSERVE_RETURN_IF_ERROR(PrefetchNextWeights(s, &forked));
-    }
     if (half != kNoHalf && model_->RowLocal(s)) {
       std::size_t end = s + 1;
       while (end < model_->steps().size() && model_->RowLocal(end)) ++end;
@@ -411,7 +416,7 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
           attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
-          storage, programmatic, stream()));
+          storage, programmatic, stream(), PrefetchAt(s)));
     } else if (const auto* embed = std::get_if<EmbedStep>(&step)) {
       LTSERVE_RETURN_IF_ERROR(RunEmbed(*embed, bucket));
     } else if (const auto* pool = std::get_if<PoolStep>(&step)) {
@@ -428,33 +433,14 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
       LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_marks[s].get(), stream()));
     }
   }
-  if (forked) {
-    // A captured branch must meet the capturing stream again before the capture ends.
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(prefetch_join_.get(), prefetch_stream_.get()));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream(), prefetch_join_.get()));
-  }
   return Status::Ok();
 }
 
-Status DeviceState::PrefetchNextWeights(std::size_t s, bool* forked) {
-  const GpuModel& model = *model_;
-  if (next_gemm_[s] >= model.steps().size()) return Status::Ok();
-  const auto& next = std::get<GemmStep>(model.steps()[next_gemm_[s]]);
-  const std::size_t elem = ElemSize(StorageType(model.options().precision));
-  // Forked after the step before `s`: the prefetch runs beside step s, not before it.
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(prefetch_fork_.get(), stream()));
-  LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(prefetch_stream_.get(), prefetch_fork_.get()));
-  *forked = true;
-  LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPrefetchToL2(model.Weight(next.weight_offset),
-                                                  static_cast<std::size_t>(next.n * next.k) * elem,
-                                                  prefetch_stream_.get()));
-  if (next.bias_offset != kNoOffset) {
-    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchPrefetchToL2(model.Weight(next.bias_offset),
-                                                    static_cast<std::size_t>(next.n) * elem,
-                                                    prefetch_stream_.get()));
-  }
-  return Status::Ok();
+const L2Prefetch& DeviceState::PrefetchAt(std::size_t s) const {
+  static const L2Prefetch kNone;
+  return s < step_prefetch_.size() ? step_prefetch_[s] : kNone;
 }
+
 GemmOperands DeviceState::Operands(const GpuModel& model, const GemmStep& step,
                                    std::int64_t first_row) const {
   return GemmOperands{

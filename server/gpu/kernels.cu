@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <type_traits>
 
 #include "gpu/kernels.h"
@@ -53,22 +54,6 @@ __global__ void ReadAllKernel(const uint4* data, std::int64_t count, unsigned* s
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-// Asks the L2 for bytes [from, from + count·16) in chunks of kPrefetchChunk bytes, one a
-// thread: on Hopper a bulk prefetch is one instruction a chunk and no thread waits for it.
-constexpr std::int64_t kPrefetchChunk = 8192;
-__global__ void PrefetchToL2Kernel(const unsigned char* from, std::int64_t bytes) {
-  const std::int64_t at = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) *
-                          kPrefetchChunk;
-  if (at >= bytes) return;
-  const auto chunk = static_cast<unsigned>(min(kPrefetchChunk, bytes - at));
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(from + at), "r"(chunk)
-               : "memory");
-#else
-  for (unsigned line = 0; line < chunk; line += 128) PrefetchToL2(from + at + line);
-#endif
-}
-
 template <typename T>
 __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T* out,
                                 std::int64_t rows, std::int64_t width, plan::Activation act) {
@@ -86,7 +71,9 @@ __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T
 // (mean, then centred variance) for accuracy.
 template <typename T>
 __global__ void LayerNormKernel(const T* in, const T* residual, const float* gamma,
-                                const float* beta, T* out, std::int64_t width, float eps) {
+                                const float* beta, T* out, std::int64_t width, float eps,
+                                L2Prefetch prefetch) {
+  IssueL2Prefetch(prefetch);
   WaitForPriorKernel();
   AllowDependentLaunch();
   __shared__ float scratch[32];
@@ -200,7 +187,8 @@ __device__ __forceinline__ void NormalizeAndStoreRow(RowChunks<T, kChunks>& row,
 template <typename T, int kChunks>
 __global__ void __launch_bounds__(kThreads)
     VectorLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
-                          T* out, std::int64_t rows, int width, float eps) {
+                          T* out, std::int64_t rows, int width, float eps, L2Prefetch prefetch) {
+  IssueL2Prefetch(prefetch);
   WaitForPriorKernel();
   AllowDependentLaunch();
   constexpr int kVec = RowChunks<T, kChunks>::kVec;
@@ -234,7 +222,8 @@ constexpr int kStreamWarps = kStreamThreads / 32;
 template <typename T, int kChunks>
 __global__ void __launch_bounds__(kStreamThreads)
     StreamingLayerNormKernel(const T* in, const T* residual, const float* gamma,
-                             const float* beta, T* out, std::int64_t rows, int width, float eps) {
+                             const float* beta, T* out, std::int64_t rows, int width, float eps,
+                             L2Prefetch prefetch) {
   constexpr int kVec = RowChunks<T, kChunks>::kVec;
   constexpr int kWidth = kChunks * 32 * kVec;  // the widest row this instantiation takes
   __shared__ uint4 ring[kStreamWarps][2][2][kChunks * 32];  // [warp][slot][input, residual]
@@ -244,6 +233,7 @@ __global__ void __launch_bounds__(kStreamThreads)
   const int chunks = width / kVec;
 
   // Weights, not the kernel before's output: copied before waiting for it.
+  IssueL2Prefetch(prefetch);
   for (int i = threadIdx.x; i < width / 4; i += kStreamThreads) {
     CopyAsync16(&affine[0][4 * i], gamma + 4 * i, gamma != nullptr);
     CopyAsync16(&affine[1][4 * i], beta + 4 * i, beta != nullptr);
@@ -299,7 +289,8 @@ __global__ void __launch_bounds__(kStreamThreads)
 template <typename T, int kPerLane>
 __global__ void __launch_bounds__(kThreads)
     WarpLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
-                        T* out, std::int64_t rows, int width, float eps) {
+                        T* out, std::int64_t rows, int width, float eps, L2Prefetch prefetch) {
+  IssueL2Prefetch(prefetch);
   WaitForPriorKernel();
   AllowDependentLaunch();
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
@@ -367,8 +358,8 @@ cudaError_t Pointwise(const void* in, const void* bias, const void* residual, vo
 // concurrent first launches may both ask, and store the same answer.
 template <typename T, int kChunks>
 cudaError_t LaunchStreaming(const T* x, const T* r, const float* gamma, const float* beta, T* y,
-                            std::int64_t rows, int width, float eps, bool programmatic,
-                            cudaStream_t stream) {
+                            std::int64_t rows, int width, float eps, const L2Prefetch& prefetch,
+                            bool programmatic, cudaStream_t stream) {
   const auto kernel = StreamingLayerNormKernel<T, kChunks>;
   constexpr int kKeptDevices = 16;
   static std::atomic<std::int64_t> kept_resident[kKeptDevices] = {};
@@ -393,14 +384,14 @@ cudaError_t LaunchStreaming(const T* x, const T* r, const float* gamma, const fl
   const std::int64_t needed = (rows + kStreamWarps - 1) / kStreamWarps;
   const dim3 grid(static_cast<unsigned>(std::min(needed, resident)));
   return LaunchProgrammatic(programmatic, kernel, grid, dim3(kStreamThreads), stream, x, r, gamma,
-                            beta, y, rows, width, eps);
+                            beta, y, rows, width, eps, prefetch);
 }
 
 template <typename T>
 cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
                       const float* beta, void* out, std::int64_t rows, std::int64_t width,
-                      float eps, LayerNormSchedule schedule, bool programmatic,
-                      cudaStream_t stream) {
+                      float eps, LayerNormSchedule schedule, const L2Prefetch& prefetch,
+                      bool programmatic, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(in);
   const auto* r = static_cast<const T*>(residual);
   auto* y = static_cast<T*>(out);
@@ -412,12 +403,12 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
   const std::int64_t lane_chunks = (width / kVec + 31) / 32;
   const auto warps = [&](auto kernel) {
     return LaunchProgrammatic(programmatic, kernel, warp_blocks, dim3(kThreads), stream, x, r,
-                              gamma, beta, y, rows, w, eps);
+                              gamma, beta, y, rows, w, eps, prefetch);
   };
   if (schedule == LayerNormSchedule::kStreaming) {  // width checked by LaunchLayerNorm
     const auto streaming = [&](auto chunks) {
       return LaunchStreaming<T, decltype(chunks)::value>(x, r, gamma, beta, y, rows, w, eps,
-                                                        programmatic, stream);
+                                                        prefetch, programmatic, stream);
     };
     if (lane_chunks == 1) return streaming(std::integral_constant<int, 1>{});
     if (lane_chunks == 2) return streaming(std::integral_constant<int, 2>{});
@@ -433,7 +424,7 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
   }
   if (width <= 32 * 8) return warps(WarpLayerNormKernel<T, 8>);
   return LaunchProgrammatic(programmatic, LayerNormKernel<T>, dim3(static_cast<unsigned>(rows)),
-                            dim3(kThreads), stream, x, r, gamma, beta, y, width, eps);
+                            dim3(kThreads), stream, x, r, gamma, beta, y, width, eps, prefetch);
 }
 
 }  // namespace
@@ -483,18 +474,20 @@ cudaError_t LaunchReadAll(void* data, std::size_t bytes, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t LaunchPrefetchToL2(const void* data, std::size_t bytes, cudaStream_t stream) {
-  // Whole 16-byte units inside [data, data + bytes) only: a bulk prefetch takes 16-byte
-  // aligned addresses and sizes, and nothing outside the range is touched.
-  const auto begin = (reinterpret_cast<std::uintptr_t>(data) + 15) / 16 * 16;
-  const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / 16 * 16;
-  if (data == nullptr || end <= begin) return cudaSuccess;
-  const auto count = static_cast<std::int64_t>(end - begin);
-  const std::int64_t chunks = (count + kPrefetchChunk - 1) / kPrefetchChunk;
-  const auto blocks = static_cast<unsigned>((chunks + kThreads - 1) / kThreads);
-  PrefetchToL2Kernel<<<blocks, kThreads, 0, stream>>>(
-      reinterpret_cast<const unsigned char*>(begin), count);
-  return cudaGetLastError();
+bool L2Prefetch::Add(const void* p, std::size_t size) {
+  // Whole 16-byte units inside [p, p + size) only: a bulk prefetch takes 16-byte aligned
+  // addresses and sizes, and nothing outside the range is touched.
+  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + 15) / 16 * 16;
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + size) / 16 * 16;
+  if (p == nullptr || end <= begin) return true;
+  if (end - begin > std::numeric_limits<std::uint32_t>::max()) return false;
+  for (int r = 0; r < kL2PrefetchRanges; ++r) {
+    if (bytes[r] != 0) continue;
+    data[r] = reinterpret_cast<const void*>(begin);
+    bytes[r] = static_cast<std::uint32_t>(end - begin);
+    return true;
+  }
+  return false;
 }
 
 cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residual, void* out,
@@ -518,15 +511,15 @@ bool StreamingLayerNormSupports(ElemType type, std::int64_t width) {
 cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
                             const float* beta, void* out, std::int64_t rows, std::int64_t width,
                             float eps, ElemType type, bool programmatic, cudaStream_t stream,
-                            LayerNormSchedule schedule) {
+                            LayerNormSchedule schedule, const L2Prefetch& prefetch) {
   if (rows == 0) return cudaSuccess;
   if (schedule == LayerNormSchedule::kStreaming && !StreamingLayerNormSupports(type, width)) {
     return cudaErrorInvalidValue;
   }
   return ForElemType(type, [&](auto zero) {
     using T = decltype(zero);
-    return LayerNorm<T>(in, residual, gamma, beta, out, rows, width, eps, schedule, programmatic,
-                        stream);
+    return LayerNorm<T>(in, residual, gamma, beta, out, rows, width, eps, schedule, prefetch,
+                        programmatic, stream);
   });
 }
 

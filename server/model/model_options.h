@@ -97,8 +97,8 @@ struct ModelOptions {
   // timed alone misses what the pass gives or takes (programmatic launch, the L2 as the layers
   // before leave it), and close choices flipped between identical loads (bench/RESULTS.md).
   bool check_kernels_in_pass = true;
-  // GPU path, Hopper and newer: while each GEMM runs, a kernel on a side branch of the pass asks
-  // the L2 for the next GEMM's weights and bias, so that GEMM reads them from the L2 instead of
+  // GPU path: each LayerNorm and attention kernel asks the L2, as it starts, for the weights and
+  // biases of the GEMMs right after it, so that cuBLASLt reads them from the L2 instead of
   // device memory (gpu/device_state.h). For passes bound by kernel latency, not by bandwidth:
   // a one-sequence encoder pass reads its weights at about a tenth of device bandwidth. Off
   // unless asked for (docs/gpu_executor.md, "Weights prefetched into the L2").

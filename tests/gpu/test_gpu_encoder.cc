@@ -423,10 +423,10 @@ TEST(GpuEncoder, TwoStreamHalvesMatchTheReferenceAndTheWholePass) {
   }
 }
 
-// prefetch_weights_to_l2: the side branch only asks the L2 for weights, so a pass with it
-// gives the bits of the pass without, graphed or eager, whole or as two halves (which it
-// leaves alone), and matches the reference. Both factories read their GEMM algorithms from
-// one cache file.
+// prefetch_weights_to_l2: LayerNorm and attention only ask the L2 for the next GEMMs' weights,
+// so a pass with it gives the bits of the pass without, graphed or eager, whole or as two
+// halves, and matches the reference. Both factories read their GEMM algorithms from one cache
+// file.
 TEST(GpuEncoder, WeightPrefetchGivesTheBitsOfThePassWithout) {
   SKIP_WITHOUT_GPU();
   const LayerCase cases[] = {{768, 12, 3072, Activation::kGeluErf, false, "bf16"},

@@ -739,9 +739,9 @@ TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   }
 }
 
-// prefetch_weights_to_l2 beside every kind of GEMM step (cuBLASLt with fused and unfused
-// epilogues, the small-batch, split-K and GEMM + LayerNorm kernels, launched programmatically):
-// the same bits as without, graphed and eager. Both factories read one cache file, so that
+// prefetch_weights_to_l2 with every kind of GEMM step after a LayerNorm (cuBLASLt with fused
+// and unfused epilogues, the small-batch, split-K and GEMM + LayerNorm kernels, launched
+// programmatically): the same bits as without, graphed and eager. Both factories read one cache file, so that
 // they run the same kernels.
 TEST(GpuExecutor, WeightPrefetchGivesTheResultsWithout) {
   SKIP_WITHOUT_GPU();
