@@ -496,7 +496,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --prefetch-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -579,21 +579,6 @@ int main(int argc, char** argv) {
                                   std::span(short_batches).first(max_batch >= 4 ? 3 : 1), 8);
       }
       return failures;
-    }
-    if (argc > 3 && std::string(argv[3]) == "--prefetch-ab") {
-      // GEMM weights prefetched into the L2 by the kernel before them, against not: at one
-      // sequence of 128 the pass reads its weights at about a tenth of device bandwidth, at 8
-      // and 32 the GEMMs are longer and read more of it, at one to four of 8 tokens they are
-      // the whole pass.
-      const std::int64_t batches[] = {1, 8, 32};
-      const std::int64_t short_batches[] = {1, 4};
-      return PrintOptionAB("BERT-base layers, bf16, seq 128", WeightPrefetchAB(), p, spec,
-                           tokens.value(),
-                           std::span(batches).first(max_batch >= 32 ? 3 : max_batch >= 8 ? 2 : 1),
-                           kSeq) +
-             PrintOptionAB("BERT-base layers, bf16, seq 8", WeightPrefetchAB(), p, spec,
-                           tokens.value(), std::span(short_batches).first(max_batch >= 4 ? 2 : 1),
-                           8);
     }
     if (argc > 3 && std::string(argv[3]) == "--chain-ab") {
       // The layer-chain kernel (either schedule) where the load times it faster, against never:

@@ -47,13 +47,6 @@ OptionAB ProgrammaticLaunchAB() {
                   [](ltserve::ModelOptions& o) { o.programmatic_launch = ProgrammaticLaunch::kOff; }};
 }
 
-OptionAB WeightPrefetchAB() {
-  return OptionAB{"GEMM weights prefetched into the L2 by the LayerNorm or attention kernel before them (prefetch_weights_to_l2) and not",
-                  "prefetch", "none",
-                  [](ltserve::ModelOptions& o) { o.prefetch_weights_to_l2 = true; },
-                  [](ltserve::ModelOptions& o) { o.prefetch_weights_to_l2 = false; }};
-}
-
 OptionAB ProgrammaticAutoAB() {
   using ltserve::ProgrammaticLaunch;
   OptionAB ab{"programmatic dependent launch chosen per bucket in the pass (auto) and always on (true)",

@@ -44,8 +44,6 @@ int PrintOptionAB(const std::string& name, const OptionAB& ab,
 OptionAB ProgrammaticLaunchAB();
 // programmatic_launch auto (each bucket's choice timed in its pass at load) against true.
 OptionAB ProgrammaticAutoAB();
-// prefetch_weights_to_l2 true against false.
-OptionAB WeightPrefetchAB();
 OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off

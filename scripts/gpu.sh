@@ -297,21 +297,6 @@ if [[ ${RUN_LAUNCH_AB:-0} == 1 ]]; then
   cat "$OUT/launch_ab.md"
   grep -oE "programmatic launch checked in the pass[^;]*;[^;]*" "$OUT/launch_ab.log" | cut -c1-300
 fi
-if [[ ${RUN_PREFETCH_AB:-0} == 1 ]]; then
-  # GEMM weights prefetched into the L2 by the LayerNorm or attention kernel before them
-  # (prefetch_weights_to_l2) against not: the MLP at every bucket to 256 rows (the control: it
-  # has neither kernel), BERT-base at 1, 8 and 32 sequences of
-  # 128 and 1 and 4 of 8 (tables on stdout). PREFETCH_TIMEOUT_S bounds each benchmark.
-  echo "== weights prefetched into the L2, A/Bs (${SECONDS} s)"
-  timeout "${PREFETCH_TIMEOUT_S:-0}" \
-  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 prefetch-ab \
-    > "$OUT/prefetch_ab.md" 2> "$OUT/prefetch_ab.log" || status=1
-  timeout "${PREFETCH_TIMEOUT_S:-0}" \
-  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 32 --prefetch-ab \
-    >> "$OUT/prefetch_ab.md" 2>> "$OUT/prefetch_ab.log" || status=1
-  cat "$OUT/prefetch_ab.md"
-  tail -5 "$OUT/prefetch_ab.log"
-fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   # The SM clock, power and throttle reasons every 200 ms while it runs (encoder_clocks.csv):

@@ -141,7 +141,6 @@ const std::vector<KnownParameter>& Known() {
                              {"off", OwnKernelMode::kOff}},
                             &ModelOptions::two_stream_halves),
       Boolean("check_kernels_in_pass", &ModelOptions::check_kernels_in_pass),
-      Boolean("prefetch_weights_to_l2", &ModelOptions::prefetch_weights_to_l2),
       Integer<int>("gpu_device", "an integer >= 0", 0, &ModelOptions::gpu_device),
       Integer<std::size_t>("cublaslt_workspace_bytes", "an integer > 0", 1,
                            &ModelOptions::workspace_bytes),

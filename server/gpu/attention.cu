@@ -46,11 +46,10 @@ __device__ __forceinline__ float WarpSum(float v) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, int num_heads, int head_dim,
-                    float scale, L2Prefetch prefetch) {
+                    float scale) {
   __shared__ float q_s[kQueriesPerRound][kMaxHeadDim];
   __shared__ float k_s[kKeyTile][kMaxHeadDim + 1];  // +1: lanes read different rows conflict-free
   __shared__ float v_s[kKeyTile][kMaxHeadDim];
-  IssueL2Prefetch(prefetch);
   WaitForPriorKernel();
   AllowDependentLaunch();
   const int items = batch[0];
@@ -169,7 +168,7 @@ __device__ __forceinline__ std::uint32_t Load32(const std::uint16_t* p) {
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
     AttentionKernel(const T* qkv, T* out, const std::int32_t* batch, int num_heads,
-                    float scale_log2, L2Prefetch prefetch) {
+                    float scale_log2) {
   // Keys per tile: 64, or 32 for wide heads, so two stages of K and V fit 48 KB of static
   // shared memory.
   constexpr int kKeys = kHeadDim <= 80 ? 64 : 32;
@@ -195,7 +194,6 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   __shared__ __align__(128) std::uint16_t k_s[2][kKeys * kStride];
   __shared__ __align__(128) std::uint16_t v_s[2][kKeys * kStride];
   __shared__ __align__(128) std::uint16_t q_s[(kStageQueries ? kItemRows : 1) * kStride];
-  IssueL2Prefetch(prefetch);
   WaitForPriorKernel();
   AllowDependentLaunch();
 
@@ -442,27 +440,26 @@ unsigned Blocks(std::int64_t bucket_tokens, int num_heads) {
 template <typename T, int kHeadDim>
 cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch,
                    std::int64_t bucket_tokens, int num_heads, float scale_log2,
-                   const L2Prefetch& prefetch, bool programmatic, cudaStream_t stream) {
+                   bool programmatic, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(num_heads), Blocks(bucket_tokens, num_heads));
   return LaunchProgrammatic(programmatic, AttentionKernel<T, kHeadDim>, grid, dim3(kThreads),
                             stream, static_cast<const T*>(qkv), static_cast<T*>(out), batch,
-                            num_heads, scale_log2, prefetch);
+                            num_heads, scale_log2);
 }
 
 bool Supports(int head_dim) { return head_dim % 16 == 0 && head_dim <= kMaxHeadDim; }
 
 template <typename T>
 cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
-                     std::int64_t bucket_tokens, int num_heads, int head_dim,
-                     const L2Prefetch& prefetch, bool programmatic, cudaStream_t stream) {
+                     std::int64_t bucket_tokens, int num_heads, int head_dim, bool programmatic,
+                     cudaStream_t stream) {
   // softmax(x·scale) = 2^(x·scale·log2 e) / Σ: the kernel works in the exp2 domain.
   const float scale_log2 =
       static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
   switch (head_dim) {
 #define LTSERVE_ATTENTION_HEAD_DIM(D) \
   case D:                              \
-    return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, prefetch, \
-                        programmatic, stream);
+    return Launch<T, D>(qkv, out, batch, bucket_tokens, num_heads, scale_log2, programmatic, stream);
     LTSERVE_ATTENTION_HEAD_DIM(16)
     LTSERVE_ATTENTION_HEAD_DIM(32)
     LTSERVE_ATTENTION_HEAD_DIM(48)
@@ -480,15 +477,15 @@ cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
 
 template <typename T>
 cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
-                      std::int64_t bucket_tokens, int num_heads, int head_dim,
-                      const L2Prefetch& prefetch, bool programmatic, cudaStream_t stream) {
+                      std::int64_t bucket_tokens, int num_heads, int head_dim, bool programmatic,
+                      cudaStream_t stream) {
   // A batch of bucket_tokens tokens has at most that many work items (each covers a token).
   const std::int64_t blocks = bucket_tokens < kMaxBlocksPerHead ? bucket_tokens : kMaxBlocksPerHead;
   const dim3 grid(static_cast<unsigned>(num_heads), static_cast<unsigned>(blocks));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   return LaunchProgrammatic(programmatic, AttentionKernel<T>, grid, dim3(kThreads), stream,
                             static_cast<const T*>(qkv), static_cast<T*>(out), batch, num_heads,
-                            head_dim, scale, prefetch);
+                            head_dim, scale);
 }
 
 }  // namespace
@@ -496,7 +493,7 @@ cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                            bool programmatic, cudaStream_t stream, const L2Prefetch& prefetch) {
+                            bool programmatic, cudaStream_t stream) {
   if (head_dim < 1 || head_dim > kAttentionMaxHeadDim || num_heads < 1 || num_heads > 65535) {
     return cudaErrorInvalidValue;
   }
@@ -508,19 +505,19 @@ cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batc
   const int dim = static_cast<int>(head_dim);
   switch (type) {
     case ElemType::kFp32:
-      return Attention<float>(qkv, out, batch, bucket_tokens, heads, dim, prefetch, programmatic, stream);
+      return Attention<float>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
     case ElemType::kFp16:
       if (tensor_core::Supports(dim)) {
         return tensor_core::Dispatch<__half>(qkv, out, batch, bucket_tokens, heads, dim,
-                                             prefetch, programmatic, stream);
+                                             programmatic, stream);
       }
-      return Attention<__half>(qkv, out, batch, bucket_tokens, heads, dim, prefetch, programmatic, stream);
+      return Attention<__half>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
     case ElemType::kBf16:
       if (tensor_core::Supports(dim)) {
         return tensor_core::Dispatch<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads,
-                                                     dim, prefetch, programmatic, stream);
+                                                     dim, programmatic, stream);
       }
-      return Attention<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads, dim, prefetch, programmatic, stream);
+      return Attention<__nv_bfloat16>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);
   }
   return cudaErrorInvalidValue;
 }

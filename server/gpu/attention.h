@@ -46,11 +46,9 @@ constexpr std::int64_t AttentionBatchInts(std::int64_t max_tokens) {
 // `bucket_tokens` bounds the tokens of any batch this launch will see (it sizes the grid);
 // cudaErrorInvalidValue when it exceeds the buffer's capacity `max_tokens`. `programmatic`:
 // launched to overlap the kernel before it (programmatic dependent launch, sm_90+ only).
-// `prefetch`: weights asked for as it starts (L2Prefetch, kernels.h).
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                            bool programmatic, cudaStream_t stream,
-                            const L2Prefetch& prefetch = {});
+                            bool programmatic, cudaStream_t stream);
 
 }  // namespace ltserve::gpu

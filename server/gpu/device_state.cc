@@ -87,27 +87,6 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state->norm_counters_.data(), 0, bytes, state->stream()));
   }
   LTSERVE_RETURN_IF_ERROR(state->CreateGemms());
-  if (options.prefetch_weights_to_l2) {
-    const std::vector<Step>& steps = model->steps();
-    const std::size_t elem = ElemSize(storage);
-    state->step_prefetch_.resize(steps.size());
-    for (std::size_t s = 0; s < steps.size(); ++s) {
-      if (!std::holds_alternative<LayerNormStep>(steps[s]) &&
-          !std::holds_alternative<AttentionStep>(steps[s])) {
-        continue;
-      }
-      L2Prefetch& prefetch = state->step_prefetch_[s];
-      for (std::size_t g = s + 1; g < steps.size(); ++g) {
-        const auto* gemm = std::get_if<GemmStep>(&steps[g]);
-        if (gemm == nullptr ||
-            !prefetch.Add(model->Weight(gemm->weight_offset),
-                          static_cast<std::size_t>(gemm->n * gemm->k) * elem) ||
-            !prefetch.Add(model->Weight(gemm->bias_offset), static_cast<std::size_t>(gemm->n) * elem)) {
-          break;
-        }
-      }
-    }
-  }
   for (std::size_t b = 0; b < model->buckets().size(); ++b) {
     if (model->HalfBucket(b) != kNoHalf) {
       LTSERVE_RETURN_IF_ERROR(state->EnsureSideLane());
@@ -190,7 +169,7 @@ Status DeviceState::RunRowLocal(std::size_t step_index, std::size_t bucket, cons
         static_cast<const float*>(model_->Weight(norm->gamma_offset)),
         static_cast<const float*>(model_->Weight(norm->beta_offset)), ValueRow(norm->output, row),
         rows, plan.values()[norm->output].width, norm->eps, storage, lane.programmatic, lane.stream,
-        model_->NormSchedule(step_index, bucket), PrefetchAt(step_index)));
+        model_->NormSchedule(step_index, bucket)));
     return Status::Ok();
   }
   return Internal("plan step " + std::to_string(step_index) + " is not row-local");
@@ -416,7 +395,7 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
           attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
-          storage, programmatic, stream(), PrefetchAt(s)));
+          storage, programmatic, stream()));
     } else if (const auto* embed = std::get_if<EmbedStep>(&step)) {
       LTSERVE_RETURN_IF_ERROR(RunEmbed(*embed, bucket));
     } else if (const auto* pool = std::get_if<PoolStep>(&step)) {
@@ -435,12 +414,6 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
   }
   return Status::Ok();
 }
-
-const L2Prefetch& DeviceState::PrefetchAt(std::size_t s) const {
-  static const L2Prefetch kNone;
-  return s < step_prefetch_.size() ? step_prefetch_[s] : kNone;
-}
-
 GemmOperands DeviceState::Operands(const GpuModel& model, const GemmStep& step,
                                    std::int64_t first_row) const {
   return GemmOperands{

@@ -13,11 +13,6 @@
 // branches, and one half's kernels can take the SMs that the other half's kernel tails leave
 // idle. The halves compute what the whole bucket would, with the half bucket's algorithms.
 //
-// With prefetch_weights_to_l2, each LayerNorm and attention launch asks the L2, as it starts,
-// for the weights and biases of the GEMM steps right after it (up to kL2PrefetchRanges ranges),
-// so that cuBLASLt reads them from the L2. Nothing is written, so the pass computes the same
-// bits with it as without.
-//
 // Thread-safety: one thread at a time.
 #pragma once
 
@@ -151,9 +146,6 @@ class DeviceState {
   Status RunNormGemm(const NormGemmConfig& config, std::size_t step_index, std::int64_t rows,
                      bool programmatic);
   Status EnsureFlush();
-  // What step `s`'s own kernel asks the L2 for as it starts (prefetch_weights_to_l2): nothing
-  // without the option.
-  const L2Prefetch& PrefetchAt(std::size_t s) const;
   // Tune's: times each chainable run at each bucket of up to kChainMaxRows rows against its
   // steps' chosen kernels and records the runs the layer-chain kernel takes over; the choice
   // is kept in `cache` like a kernel choice.
@@ -225,10 +217,6 @@ class DeviceState {
   Event part_;
   Event meet_;
   bool halves_on_one_stream_ = false;
-  // prefetch_weights_to_l2: [step], for each LayerNorm and attention step the weights and
-  // biases of the GEMM steps right after it, in order, as many as the ranges hold; empty
-  // without the option.
-  std::vector<L2Prefetch> step_prefetch_;
   std::vector<DeviceBuffer> values_;
   DeviceBuffer input_io_;   // only when the input dtype differs from the compute dtype
   DeviceBuffer output_io_;  // likewise for the output

@@ -372,8 +372,7 @@ class GpuFactory final : public ExecutorFactory {
         << (options.programmatic_launch == ProgrammaticLaunch::kOff ? ", programmatic launch off"
             : options.programmatic_launch == ProgrammaticLaunch::kAuto
                 ? ", programmatic launch chosen per bucket"
-                : "")
-        << (options.prefetch_weights_to_l2 ? ", each GEMM's weights prefetched into the L2" : "");
+                : "");
     if (const std::int64_t staged = LargestStagedBucket(*model_); staged > 0) {
       out << ", copies inside the graphs up to " << staged << " rows";
     }

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <limits>
 #include <type_traits>
 
 #include "gpu/kernels.h"
@@ -71,9 +70,7 @@ __global__ void PointwiseKernel(const T* in, const T* bias, const T* residual, T
 // (mean, then centred variance) for accuracy.
 template <typename T>
 __global__ void LayerNormKernel(const T* in, const T* residual, const float* gamma,
-                                const float* beta, T* out, std::int64_t width, float eps,
-                                L2Prefetch prefetch) {
-  IssueL2Prefetch(prefetch);
+                                const float* beta, T* out, std::int64_t width, float eps) {
   WaitForPriorKernel();
   AllowDependentLaunch();
   __shared__ float scratch[32];
@@ -187,8 +184,7 @@ __device__ __forceinline__ void NormalizeAndStoreRow(RowChunks<T, kChunks>& row,
 template <typename T, int kChunks>
 __global__ void __launch_bounds__(kThreads)
     VectorLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
-                          T* out, std::int64_t rows, int width, float eps, L2Prefetch prefetch) {
-  IssueL2Prefetch(prefetch);
+                          T* out, std::int64_t rows, int width, float eps) {
   WaitForPriorKernel();
   AllowDependentLaunch();
   constexpr int kVec = RowChunks<T, kChunks>::kVec;
@@ -222,8 +218,7 @@ constexpr int kStreamWarps = kStreamThreads / 32;
 template <typename T, int kChunks>
 __global__ void __launch_bounds__(kStreamThreads)
     StreamingLayerNormKernel(const T* in, const T* residual, const float* gamma,
-                             const float* beta, T* out, std::int64_t rows, int width, float eps,
-                             L2Prefetch prefetch) {
+                             const float* beta, T* out, std::int64_t rows, int width, float eps) {
   constexpr int kVec = RowChunks<T, kChunks>::kVec;
   constexpr int kWidth = kChunks * 32 * kVec;  // the widest row this instantiation takes
   __shared__ uint4 ring[kStreamWarps][2][2][kChunks * 32];  // [warp][slot][input, residual]
@@ -233,7 +228,6 @@ __global__ void __launch_bounds__(kStreamThreads)
   const int chunks = width / kVec;
 
   // Weights, not the kernel before's output: copied before waiting for it.
-  IssueL2Prefetch(prefetch);
   for (int i = threadIdx.x; i < width / 4; i += kStreamThreads) {
     CopyAsync16(&affine[0][4 * i], gamma + 4 * i, gamma != nullptr);
     CopyAsync16(&affine[1][4 * i], beta + 4 * i, beta != nullptr);
@@ -289,8 +283,7 @@ __global__ void __launch_bounds__(kStreamThreads)
 template <typename T, int kPerLane>
 __global__ void __launch_bounds__(kThreads)
     WarpLayerNormKernel(const T* in, const T* residual, const float* gamma, const float* beta,
-                        T* out, std::int64_t rows, int width, float eps, L2Prefetch prefetch) {
-  IssueL2Prefetch(prefetch);
+                        T* out, std::int64_t rows, int width, float eps) {
   WaitForPriorKernel();
   AllowDependentLaunch();
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kRowsPerBlock) + threadIdx.x / 32;
@@ -358,8 +351,8 @@ cudaError_t Pointwise(const void* in, const void* bias, const void* residual, vo
 // concurrent first launches may both ask, and store the same answer.
 template <typename T, int kChunks>
 cudaError_t LaunchStreaming(const T* x, const T* r, const float* gamma, const float* beta, T* y,
-                            std::int64_t rows, int width, float eps, const L2Prefetch& prefetch,
-                            bool programmatic, cudaStream_t stream) {
+                            std::int64_t rows, int width, float eps, bool programmatic,
+                            cudaStream_t stream) {
   const auto kernel = StreamingLayerNormKernel<T, kChunks>;
   constexpr int kKeptDevices = 16;
   static std::atomic<std::int64_t> kept_resident[kKeptDevices] = {};
@@ -384,14 +377,14 @@ cudaError_t LaunchStreaming(const T* x, const T* r, const float* gamma, const fl
   const std::int64_t needed = (rows + kStreamWarps - 1) / kStreamWarps;
   const dim3 grid(static_cast<unsigned>(std::min(needed, resident)));
   return LaunchProgrammatic(programmatic, kernel, grid, dim3(kStreamThreads), stream, x, r, gamma,
-                            beta, y, rows, width, eps, prefetch);
+                            beta, y, rows, width, eps);
 }
 
 template <typename T>
 cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
                       const float* beta, void* out, std::int64_t rows, std::int64_t width,
-                      float eps, LayerNormSchedule schedule, const L2Prefetch& prefetch,
-                      bool programmatic, cudaStream_t stream) {
+                      float eps, LayerNormSchedule schedule, bool programmatic,
+                      cudaStream_t stream) {
   const auto* x = static_cast<const T*>(in);
   const auto* r = static_cast<const T*>(residual);
   auto* y = static_cast<T*>(out);
@@ -403,12 +396,12 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
   const std::int64_t lane_chunks = (width / kVec + 31) / 32;
   const auto warps = [&](auto kernel) {
     return LaunchProgrammatic(programmatic, kernel, warp_blocks, dim3(kThreads), stream, x, r,
-                              gamma, beta, y, rows, w, eps, prefetch);
+                              gamma, beta, y, rows, w, eps);
   };
   if (schedule == LayerNormSchedule::kStreaming) {  // width checked by LaunchLayerNorm
     const auto streaming = [&](auto chunks) {
       return LaunchStreaming<T, decltype(chunks)::value>(x, r, gamma, beta, y, rows, w, eps,
-                                                        prefetch, programmatic, stream);
+                                                        programmatic, stream);
     };
     if (lane_chunks == 1) return streaming(std::integral_constant<int, 1>{});
     if (lane_chunks == 2) return streaming(std::integral_constant<int, 2>{});
@@ -424,7 +417,7 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
   }
   if (width <= 32 * 8) return warps(WarpLayerNormKernel<T, 8>);
   return LaunchProgrammatic(programmatic, LayerNormKernel<T>, dim3(static_cast<unsigned>(rows)),
-                            dim3(kThreads), stream, x, r, gamma, beta, y, width, eps, prefetch);
+                            dim3(kThreads), stream, x, r, gamma, beta, y, width, eps);
 }
 
 }  // namespace
@@ -474,22 +467,6 @@ cudaError_t LaunchReadAll(void* data, std::size_t bytes, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-bool L2Prefetch::Add(const void* p, std::size_t size) {
-  // Whole 16-byte units inside [p, p + size) only: a bulk prefetch takes 16-byte aligned
-  // addresses and sizes, and nothing outside the range is touched.
-  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + 15) / 16 * 16;
-  const auto end = (reinterpret_cast<std::uintptr_t>(p) + size) / 16 * 16;
-  if (p == nullptr || end <= begin) return true;
-  if (end - begin > std::numeric_limits<std::uint32_t>::max()) return false;
-  for (int r = 0; r < kL2PrefetchRanges; ++r) {
-    if (bytes[r] != 0) continue;
-    data[r] = reinterpret_cast<const void*>(begin);
-    bytes[r] = static_cast<std::uint32_t>(end - begin);
-    return true;
-  }
-  return false;
-}
-
 cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residual, void* out,
                             std::int64_t rows, std::int64_t width, plan::Activation act,
                             ElemType type, cudaStream_t stream) {
@@ -511,15 +488,15 @@ bool StreamingLayerNormSupports(ElemType type, std::int64_t width) {
 cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
                             const float* beta, void* out, std::int64_t rows, std::int64_t width,
                             float eps, ElemType type, bool programmatic, cudaStream_t stream,
-                            LayerNormSchedule schedule, const L2Prefetch& prefetch) {
+                            LayerNormSchedule schedule) {
   if (rows == 0) return cudaSuccess;
   if (schedule == LayerNormSchedule::kStreaming && !StreamingLayerNormSupports(type, width)) {
     return cudaErrorInvalidValue;
   }
   return ForElemType(type, [&](auto zero) {
     using T = decltype(zero);
-    return LayerNorm<T>(in, residual, gamma, beta, out, rows, width, eps, schedule, prefetch,
-                        programmatic, stream);
+    return LayerNorm<T>(in, residual, gamma, beta, out, rows, width, eps, schedule, programmatic,
+                        stream);
   });
 }
 

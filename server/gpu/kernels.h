@@ -31,19 +31,6 @@ cudaError_t LaunchFillRandom(void* data, ElemType type, std::size_t count, std::
 // without paying to write back dirty lines another kernel left (as after a memset).
 cudaError_t LaunchReadAll(void* data, std::size_t bytes, cudaStream_t stream);
 
-// Weights a kernel of ours asks the L2 for as it starts, before it waits for the kernel ahead
-// (prefetch_weights_to_l2): the cuBLASLt GEMMs after it then read them from the L2 rather than
-// device memory. The grid's threads share the ranges, one bulk prefetch of up to 8 KiB each
-// (a line at a time before Hopper); nothing is written and nothing waits for them.
-inline constexpr int kL2PrefetchRanges = 4;
-struct L2Prefetch {
-  const void* data[kL2PrefetchRanges] = {};
-  std::uint32_t bytes[kL2PrefetchRanges] = {};  // 0: an unused range
-  // Adds the whole 16-byte units inside [p, p + size); false when every range is taken (or
-  // the range is 4 GiB or more), and nothing is added.
-  bool Add(const void* p, std::size_t size);
-};
-
 // out[r, c] = act(in[r, c] + bias[c] + residual[r, c]), math in fp32. `bias` and `residual`
 // may be null; `in` may equal `out`. All tensors (bias too) have element type `type`.
 cudaError_t LaunchPointwise(const void* in, const void* bias, const void* residual, void* out,
@@ -89,12 +76,10 @@ bool StreamingLayerNormSupports(ElemType type, std::int64_t width);
 // gamma/beta are fp32 (16-byte aligned); in/residual/out have element type `type`; each row is
 // read and written by one warp only, so `out` may be `in` or `residual`. `programmatic`:
 // launched to overlap the kernel before it (programmatic dependent launch, sm_90+ only).
-// `prefetch`: weights asked for as it starts (L2Prefetch).
 // cudaErrorInvalidValue for kStreaming at a width it does not take.
 cudaError_t LaunchLayerNorm(const void* in, const void* residual, const float* gamma,
                             const float* beta, void* out, std::int64_t rows, std::int64_t width,
                             float eps, ElemType type, bool programmatic, cudaStream_t stream,
-                            LayerNormSchedule schedule = LayerNormSchedule::kRowPerWarp,
-                            const L2Prefetch& prefetch = {});
+                            LayerNormSchedule schedule = LayerNormSchedule::kRowPerWarp);
 
 }  // namespace ltserve::gpu

@@ -31,36 +31,6 @@ __device__ __forceinline__ void PrefetchToL2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-// Asks the L2 for every range of `prefetch` (kernels.h), the grid's threads taking 8 KiB
-// chunks in turn: at BERT-base's 9.4 MB of FFN weights and a LayerNorm grid of a few thousand
-// threads, about one instruction a thread. Called before WaitForPriorKernel: the weights are
-// not the kernel ahead's output.
-__device__ __forceinline__ void IssueL2Prefetch(const L2Prefetch& prefetch) {
-  constexpr std::uint32_t kChunk = 8192;
-  const std::uint64_t threads =
-      static_cast<std::uint64_t>(gridDim.x) * gridDim.y * gridDim.z * blockDim.x * blockDim.y *
-      blockDim.z;
-  const std::uint64_t block = blockIdx.x + static_cast<std::uint64_t>(gridDim.x) *
-                                               (blockIdx.y + static_cast<std::uint64_t>(gridDim.y) * blockIdx.z);
-  const std::uint64_t me =
-      block * blockDim.x * blockDim.y * blockDim.z + threadIdx.x +
-      static_cast<std::uint64_t>(blockDim.x) * (threadIdx.y + static_cast<std::uint64_t>(blockDim.y) * threadIdx.z);
-#pragma unroll
-  for (int r = 0; r < kL2PrefetchRanges; ++r) {
-    const std::uint32_t bytes = prefetch.bytes[r];
-    const auto* from = static_cast<const unsigned char*>(prefetch.data[r]);
-    for (std::uint64_t at = me * kChunk; at < bytes; at += threads * kChunk) {
-      const auto chunk = static_cast<std::uint32_t>(min(static_cast<std::uint64_t>(kChunk), bytes - at));
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(from + at), "r"(chunk)
-                   : "memory");
-#else
-      for (std::uint32_t line = 0; line < chunk; line += 128) PrefetchToL2(from + at + line);
-#endif
-    }
-  }
-}
-
 // Lets the kernel after this one on the stream (if launched programmatically) start once every
 // block of this grid has called it, rather than when they exit: its prologue (weight loads
 // that do not depend on this kernel) then overlaps this kernel's main loop. Its own

@@ -97,12 +97,6 @@ struct ModelOptions {
   // timed alone misses what the pass gives or takes (programmatic launch, the L2 as the layers
   // before leave it), and close choices flipped between identical loads (bench/RESULTS.md).
   bool check_kernels_in_pass = true;
-  // GPU path: each LayerNorm and attention kernel asks the L2, as it starts, for the weights and
-  // biases of the GEMMs right after it, so that cuBLASLt reads them from the L2 instead of
-  // device memory (gpu/device_state.h). For passes bound by kernel latency, not by bandwidth:
-  // a one-sequence encoder pass reads its weights at about a tenth of device bandwidth. Off
-  // unless asked for (docs/gpu_executor.md, "Weights prefetched into the L2").
-  bool prefetch_weights_to_l2 = false;
   bool fuse_epilogues = true;        // false: every Linear runs matmul + separate kernel
   int gpu_device = 0;                // CUDA device ordinal
   PathChoice execution_path = PathChoice::kAuto;

@@ -22,7 +22,6 @@ TEST(ModelOptions, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(options->gelu, GeluMode::kTanhEpilogue);
   EXPECT_EQ(options->gemm_search, GemmSearch::kHeuristic);
   EXPECT_TRUE(options->check_kernels_in_pass);
-  EXPECT_FALSE(options->prefetch_weights_to_l2);
   EXPECT_EQ(options->programmatic_launch, ProgrammaticLaunch::kOn);
   EXPECT_EQ(options->workspace_bytes, std::size_t{32} << 20);
   EXPECT_FALSE(options->max_sequence_length.has_value());
@@ -42,7 +41,6 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"streaming_layernorm_kernel", "off"},
                                         {"two_stream_halves", "always"},
                                         {"check_kernels_in_pass", "false"},
-                                        {"prefetch_weights_to_l2", "true"},
                                         {"gpu_device", "2"},
                                         {"cublaslt_workspace_bytes", "4096"},
                                         {"algo_cache_file", "cache/../algos.txt"},
@@ -68,7 +66,6 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->streaming_layernorm, OwnKernelMode::kOff);
   EXPECT_EQ(options->two_stream_halves, OwnKernelMode::kAlways);
   EXPECT_FALSE(options->check_kernels_in_pass);
-  EXPECT_TRUE(options->prefetch_weights_to_l2);
   EXPECT_EQ(options->gpu_device, 2);
   EXPECT_EQ(options->workspace_bytes, 4096u);
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
@@ -137,7 +134,7 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"skinny_gemm_kernel", "yes"},    {"layer_chain_kernel", "on"},
       {"gemm_layernorm_kernel", "fused"}, {"streaming_layernorm_kernel", "streaming"},
       {"two_stream_halves", "two"},     {"gemm_search", "exhaustive"},
-      {"check_kernels_in_pass", "yes"},    {"prefetch_weights_to_l2", "on"},
+      {"check_kernels_in_pass", "yes"},
       {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
       {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {

@@ -423,56 +423,6 @@ TEST(GpuEncoder, TwoStreamHalvesMatchTheReferenceAndTheWholePass) {
   }
 }
 
-// prefetch_weights_to_l2: LayerNorm and attention only ask the L2 for the next GEMMs' weights,
-// so a pass with it gives the bits of the pass without, graphed or eager, whole or as two
-// halves, and matches the reference. Both factories read their GEMM algorithms from one cache
-// file.
-TEST(GpuEncoder, WeightPrefetchGivesTheBitsOfThePassWithout) {
-  SKIP_WITHOUT_GPU();
-  const LayerCase cases[] = {{768, 12, 3072, Activation::kGeluErf, false, "bf16"},
-                             {64, 4, 128, Activation::kRelu, true, "fp32"}};
-  for (const LayerCase& c : cases) {
-    auto plan = EncoderLayerPlan(c);
-    for (const bool graphs : {true, false}) {
-      const std::filesystem::path cache = std::filesystem::temp_directory_path() /
-                                          ("ltserve_prefetch_cache_" + std::to_string(Rng()()));
-      std::unique_ptr<ExecutorInstance> instances[2];  // without, with
-      for (int prefetch = 0; prefetch < 2; ++prefetch) {
-        ModelSpec spec = TokenSpec(*plan, c.precision);
-        spec.options.algo_cache_file = cache.string();
-        spec.options.cuda_graphs = graphs;
-        spec.options.two_stream_halves = OwnKernelMode::kAlways;
-        spec.options.prefetch_weights_to_l2 = prefetch == 1;
-        auto factory = TokenFactory(plan, spec);
-        ASSERT_TRUE(factory.ok()) << factory.status().ToString();
-        const std::string describe = factory.value()->Describe();
-        EXPECT_EQ(describe.find("weights prefetched into the L2") != std::string::npos,
-                  prefetch == 1)
-            << describe;
-        auto instance = factory.value()->CreateInstance(0);
-        ASSERT_TRUE(instance.ok()) << instance.status().ToString();
-        instances[prefetch] = std::move(instance).value();
-      }
-      // Whole passes at 8 and 128 tokens, halves at 256 and 512.
-      for (const std::vector<std::int32_t>& lengths :
-           std::vector<std::vector<std::int32_t>>{{5, 3}, {128}, {1, 7, 120}, {200, 56}, {300, 1, 200}}) {
-        const std::int64_t tokens = Sum(lengths);
-        if (graphs) {  // the reference once: at width 768 it takes seconds
-          CheckBatch(*instances[1], *plan, c.precision, lengths, 1.0f,
-                     c.precision == "fp32" ? kTolLayerFp32 : kTolLayerBf16);
-        }
-        const std::vector<float> input = Random(tokens * plan->input_width(), 1.0f);
-        const auto x = RunPoisoned(*instances[0], *plan, input, tokens, DataType::kFp32, lengths);
-        const auto y = RunPoisoned(*instances[1], *plan, input, tokens, DataType::kFp32, lengths);
-        ASSERT_EQ(x.size(), y.size());
-        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0)
-            << c.precision << ", " << tokens << " tokens" << (graphs ? ", graphs" : ", eager");
-      }
-      std::filesystem::remove(cache);
-    }
-  }
-}
-
 TEST(GpuEncoder, EmptySequencesInABatchAreSkipped) {
   SKIP_WITHOUT_GPU();
   auto plan = EncoderLayerPlan({64, 4, 128, Activation::kRelu, true, "fp32"});

@@ -739,49 +739,6 @@ TEST(GpuExecutor, ProgrammaticLaunchGivesTheResultsOfOrdinaryLaunches) {
   }
 }
 
-// prefetch_weights_to_l2 with every kind of GEMM step after a LayerNorm (cuBLASLt with fused
-// and unfused epilogues, the small-batch, split-K and GEMM + LayerNorm kernels, launched
-// programmatically): the same bits as without, graphed and eager. Both factories read one cache file, so that
-// they run the same kernels.
-TEST(GpuExecutor, WeightPrefetchGivesTheResultsWithout) {
-  SKIP_WITHOUT_GPU();
-  const std::pair<std::shared_ptr<const plan::Plan>, std::map<std::string, std::string>> cases[] = {
-      {ZooPlan(), {{"precision", "fp32"}}},
-      {ZooPlan(), {{"precision", "bf16"}, {"small_batch_kernel", "always"}}},
-      {SmallBatchPlan(), {{"precision", "bf16"}, {"small_batch_kernel", "off"}, {"skinny_gemm_kernel", "always"}}},
-      {GemmLayerNormPlan(), {{"precision", "bf16"}, {"gemm_layernorm_kernel", "always"}}}};
-  for (const auto& [plan, kernels] : cases) {
-    const std::filesystem::path cache = std::filesystem::temp_directory_path() /
-                                        ("ltserve_algo_cache_" + std::to_string(Rng()()));
-    for (const bool graphs : {true, false}) {
-      std::unique_ptr<ExecutorInstance> instances[2];  // without, with
-      for (int prefetch = 0; prefetch < 2; ++prefetch) {
-        ModelSpec spec = Spec(*plan, kernels.at("precision"), DataType::kFp32);
-        std::map<std::string, std::string> parameters = kernels;
-        parameters["cuda_graphs"] = graphs ? "true" : "false";
-        parameters["prefetch_weights_to_l2"] = prefetch == 1 ? "true" : "false";
-        spec.options = testing::Options(parameters);
-        spec.options.algo_cache_file = cache.string();
-        auto factory = CreateGpuExecutorFactory(plan, spec, std::nullopt);
-        ASSERT_TRUE(factory.ok()) << factory.status().ToString();
-        auto instance = factory.value()->CreateInstance(0);
-        ASSERT_TRUE(instance.ok()) << instance.status().ToString();
-        instances[prefetch] = std::move(instance).value();
-      }
-      for (std::int64_t rows : {1, 2, 7, 127, kMaxBatch}) {
-        const std::vector<float> input = Random(rows * plan->input_width(), 1.0f);
-        const auto without = RunPoisoned(*instances[0], *plan, input, rows, DataType::kFp32);
-        const auto with = RunPoisoned(*instances[1], *plan, input, rows, DataType::kFp32);
-        ASSERT_EQ(with.size(), without.size());
-        EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0)
-            << kernels.at("precision") << ", rows " << rows
-            << (graphs ? " with graphs" : " without graphs");
-      }
-    }
-    std::filesystem::remove(cache);
-  }
-}
-
 // programmatic_launch auto on Hopper: every bucket of up to kProgrammaticCheckMaxRows rows
 // (here all 9, 1 to 200 rows) is timed in its pass and its choice kept in the cache file;
 // choices read from the file apply (every bucket rewritten to ordinary launches: the load log
