@@ -1,5 +1,6 @@
 // Device-side building blocks of the kernels that stream weights through shared-memory rings
-// (streamed_gemm.cu, chain_ring.cu): mbarriers and bulk copies (the Hopper copy engine), sm_90+.
+// (streamed_gemm.cu, chain_ring.cu) or stage tiles (staged_gemm.cu): mbarriers, bulk copies
+// and tensor-map copies (the Hopper copy engine), sm_90+.
 // A ring stage is filled by one producer's bulk copies, completing on the stage's "full"
 // barrier with a byte count, and handed back by its consumers on its "empty" barrier.
 #pragma once
@@ -52,6 +53,19 @@ __device__ __forceinline__ void BulkCopy(void* dst, const void* src, unsigned by
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
           SharedAddress(dst)),
       "l"(src), "r"(bytes), "r"(SharedAddress(barrier))
+      : "memory");
+}
+// The 2-D box at (inner, outer) of the tensor that `tensor_map` (a CUtensorMap, passed as a
+// __grid_constant__ kernel parameter) describes, by the copy engine into this block's shared
+// memory in the map's layout, counted against `barrier`'s current phase with the whole box's
+// bytes: parts of the box outside the tensor arrive as zeros.
+__device__ __forceinline__ void TensorCopy2D(void* dst, const void* tensor_map, int inner,
+                                             int outer, std::uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(SharedAddress(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(tensor_map)), "r"(inner), "r"(outer),
+      "r"(SharedAddress(barrier))
       : "memory");
 }
 // A barrier for the consumer warps only, the block's first kConsumerThreads threads: the

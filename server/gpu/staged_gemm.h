@@ -1,16 +1,14 @@
 // The staged-weights GEMM for up to 128 rows (staged_gemm.cu): Y[M,N] = act(X[M,K]·W[N,K]ᵀ +
-// bias + residual) where each block copies its whole slice of W into shared memory before
-// waiting for the kernel ahead (the weights depend on nothing), so that under a programmatic
-// launch only X (from the L2), the multiply and the cluster's reduction are left once that
-// kernel ends. At 128 rows the split-K kernel (skinny_gemm.h) holds W in registers and reads X
-// from shared memory once per mma, and runs 1.3-1.9x cuBLASLt's time on BERT-base's shapes
-// (bench/RESULTS.md); here both operands are staged and each warp multiplies a 2-D tile
-// (32 outputs x half the rows), so each fragment it reads serves several mmas.
+// bias + residual) where each block has the copy engine bring its whole slice of W into shared
+// memory before waiting for the kernel ahead (the weights depend on nothing), so that under a
+// programmatic launch only X (from the L2), the multiply and the cluster's reduction are left
+// once that kernel ends. Tiles are staged by tensor-map copies and multiplied by warpgroup MMAs
+// (wgmma), Hopper's own instructions, so it is built for sm_90a and runs on compute capability
+// 9.x only; 16-bit storage only; in_features a multiple of 8.
 //
-// Hopper (sm_90) and newer only (clusters); 16-bit storage only; in_features a multiple of 8.
-// Not offered by the tuner: on an H100 it took 1.37-1.77x cuBLASLt's time alone at 128 rows
-// and 1.70x over BERT-base's four layer GEMMs in a graph, bound by its warps' instruction count
-// (bench/RESULTS.md, 2026-12-07; tables from bench/skinny_gemm_table.cc).
+// Not offered by the tuner. Its first form (cp.async and mma.sync) took 1.37-1.77x cuBLASLt's
+// time alone at 128 rows on an H100, bound by its warps' instruction count (bench/RESULTS.md,
+// 2026-12-07; tables from bench/skinny_gemm_table.cc); this form is measured against it there.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,7 +33,7 @@ constexpr std::int64_t kStagedGemmMaxSharedBytes = 200 * 1024;
 // then they reduce their partial sums through distributed shared memory.
 struct StagedGemmConfig {
   std::uint8_t m_tile = 128;  // 64 or 128
-  std::uint8_t cluster = 4;   // 1, 2, 4 or 8 blocks splitting K
+  std::uint8_t cluster = 4;   // 1 to 8 blocks splitting K
 
   // For logs and tables, e.g. "staged 4 x 64 rows, 128-row X tiles".
   std::string Describe() const;
@@ -48,7 +46,8 @@ struct StagedGemmConfig {
 // capability `sm_major` (with some configuration).
 bool StagedGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int64_t in_features);
 
-// The K a block of `config` stages: in_features over the cluster, rounded up to 32.
+// The K a block of `config` stages: in_features over the cluster, rounded up to whole 64-element
+// boxes.
 std::int64_t StagedGemmSlice(const StagedGemmConfig& config, std::int64_t in_features);
 
 // The dynamic shared memory a launch of `config` takes for `in_features`.
