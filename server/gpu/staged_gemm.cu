@@ -139,45 +139,57 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cluster.sync();  // every block's partial sums are in its shared memory
 
-  // Consecutive threads take consecutive outputs of a row: coalesced stores. Each thread
-  // issues the loads of kInFlight outputs (partials of every rank, bias, residual) before
-  // adding, so that their round trips overlap; the adds keep rank order.
-  constexpr int kInFlight = 4;
-  constexpr int kOutputs = kMTile * kNTile;
+  // A thread takes 4 consecutive outputs of a row at a time (consecutive threads the next 4:
+  // coalesced stores) and loads them from every block of the cluster, one 16-byte load a block,
+  // all before the first add, so that their round trips overlap; the adds keep rank order.
+  constexpr int kGroupOutputs = 4;
+  constexpr int kRowGroups = kNTile / kGroupOutputs;
   const auto* bias = static_cast<const T*>(epilogue.bias);
   const auto* residual = static_cast<const T*>(epilogue.residual);
-  const int output_stride = splits * kThreads;
-  for (int o0 = rank * kThreads + threadIdx.x; o0 < kOutputs; o0 += kInFlight * output_stride) {
-    int at[kInFlight];
-    std::int64_t out[kInFlight];
-    bool valid[kInFlight];
-    float bias_v[kInFlight];
-    float residual_v[kInFlight];
+  for (int group = rank * kThreads + threadIdx.x; group < kMTile * kRowGroups;
+       group += splits * kThreads) {
+    const int m_local = group / kRowGroups;
+    const int n_local = (group % kRowGroups) * kGroupOutputs;
+    const int m = m0 + m_local;
+    if (m >= rows || block_n0 + n_local >= n_total) continue;
+    float bias_v[kGroupOutputs];
+    float residual_v[kGroupOutputs];
 #pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
-      const int o = o0 + j * output_stride;
-      const int m = m0 + o / kNTile;
-      const int n = block_n0 + o % kNTile;
-      valid[j] = o < kOutputs && m < rows && n < n_total;
-      at[j] = valid[j] ? (o / kNTile) * kPartStride + o % kNTile : 0;
-      out[j] = valid[j] ? static_cast<std::int64_t>(m) * n_total + n : 0;
-      bias_v[j] = valid[j] && bias != nullptr ? Load(bias, n) : 0.f;
-      residual_v[j] = valid[j] && residual != nullptr ? Load(residual, out[j]) : 0.f;
+    for (int j = 0; j < kGroupOutputs; ++j) {
+      const int n = block_n0 + n_local + j;
+      const bool valid = n < n_total;
+      bias_v[j] = valid && bias != nullptr ? Load(bias, n) : 0.f;
+      residual_v[j] = valid && residual != nullptr
+                          ? Load(residual, static_cast<std::int64_t>(m) * n_total + n)
+                          : 0.f;
     }
-    float sum[kInFlight] = {};
-    for (int s = 0; s < splits; ++s) {
-      const float* from = cluster.map_shared_rank(partial, s);
+    float4 from[kMaxCluster];
 #pragma unroll
-      for (int j = 0; j < kInFlight; ++j) sum[j] += valid[j] ? from[at[j]] : 0.f;
+    for (int s = 0; s < kMaxCluster; ++s) {
+      if (s < splits) {
+        from[s] = *reinterpret_cast<const float4*>(
+            cluster.map_shared_rank(partial, s) + m_local * kPartStride + n_local);
+      }
+    }
+    float sum[kGroupOutputs] = {};
+#pragma unroll
+    for (int s = 0; s < kMaxCluster; ++s) {
+      if (s < splits) {
+        sum[0] += from[s].x;
+        sum[1] += from[s].y;
+        sum[2] += from[s].z;
+        sum[3] += from[s].w;
+      }
     }
 #pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
-      if (!valid[j]) continue;
+    for (int j = 0; j < kGroupOutputs; ++j) {
+      const int n = block_n0 + n_local + j;
+      if (n >= n_total) continue;
       // The split-K kernel's order: the sum, then bias, then residual.
       float value = sum[j];
       if (bias != nullptr) value += bias_v[j];
       if (residual != nullptr) value += residual_v[j];
-      Store(y, out[j], Activate(epilogue.act, value));
+      Store(y, static_cast<std::int64_t>(m) * n_total + n, Activate(epilogue.act, value));
     }
   }
   cluster.sync();  // no block leaves while another may still read its shared memory
