@@ -496,7 +496,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -551,6 +551,22 @@ int main(int argc, char** argv) {
              PrintOptionAB("BERT-base layers, bf16, seq 8", KernelsInPassAB(), p, spec,
                            tokens.value(), std::span(short_batches).first(max_batch >= 4 ? 3 : 1),
                            8);
+    }
+    if (argc > 3 && std::string(argv[3]) == "--staged-ab") {
+      // The staged-weights kernel takes up to 128 rows: one sequence of 128, and one to sixteen
+      // of 8 tokens. Where it times faster alone (auto), then on every GEMM it takes, where
+      // each GEMM stages its weights while the kernel ahead drains.
+      const std::int64_t one[] = {1};
+      const std::int64_t short_batches[] = {1, 4, 16};
+      const auto shorts = std::span(short_batches).first(max_batch >= 16 ? 3 : max_batch >= 4 ? 2 : 1);
+      int failures = 0;
+      for (const OptionAB& ab : {StagedGemmAB(), StagedEverywhereAB()}) {
+        failures += PrintOptionAB("BERT-base layers, bf16, seq 128", ab, p, spec, tokens.value(),
+                                  one, kSeq) +
+                    PrintOptionAB("BERT-base layers, bf16, seq 8", ab, p, spec, tokens.value(),
+                                  shorts, 8);
+      }
+      return failures;
     }
     if (argc > 3 && std::string(argv[3]) == "--fusion-ab") {
       // One to four sequences of 128 (the split-K kernel takes the first, the GEMM + LayerNorm

@@ -496,7 +496,7 @@ int PrintMlpTimelines(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | timeline | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | staged-ab | timeline | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -536,6 +536,19 @@ int main(int argc, char** argv) {
   if (argc > 3 && std::string(argv[3]) == "gemm-search") {
     // cuBLASLt's heuristic against every configuration it accepts, BERT-base's GEMMs.
     return PrintGemmSearchTable(MeasurePeakTflops());
+  }
+  if (argc > 3 && std::string(argv[3]) == "staged-ab") {
+    // In the MLP's graphs, every bucket to 128 (the staged-weights kernel's rows): that kernel
+    // where it times faster, then on every GEMM, against the defaults.
+    auto module = torch::jit::load(dir + "/mlp.pt");
+    auto plan = Lower(module);
+    if (plan == nullptr || !plan->Validate().ok()) return 1;
+    const std::int64_t batches[] = {1, 2, 4, 8, 16, 32, 64, 128};
+    const std::string name = "MLP 1024-4096-4096-1024 ReLU";
+    return PrintOptionAB(name + ", FP32 in and out", StagedGemmAB(), plan,
+                         Fp32IoSpec(name, *plan), std::nullopt, batches, 0) +
+           PrintOptionAB(name + ", FP32 in and out", StagedEverywhereAB(), plan,
+                         Fp32IoSpec(name, *plan), std::nullopt, batches, 0);
   }
   if (argc > 3 && std::string(argv[3]) == "launch-ab") {
     // In the MLP's graphs, every bucket to 256: programmatic launch on against off, then

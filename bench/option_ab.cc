@@ -64,6 +64,30 @@ OptionAB SkinnyGemmAB() {
                   [](ltserve::ModelOptions& o) { o.skinny_gemm = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB StagedGemmAB() {
+  OptionAB ab{"the staged-weights kernel where it times faster (staged_gemm_kernel auto) and never (off)",
+              "auto", "off",
+              [](ltserve::ModelOptions& o) { o.staged_gemm = ltserve::OwnKernelMode::kAuto; },
+              [](ltserve::ModelOptions& o) { o.staged_gemm = ltserve::OwnKernelMode::kOff; }};
+  ab.print_logs = true;  // the load log says which GEMM buckets took it
+  return ab;
+}
+OptionAB StagedEverywhereAB() {
+  OptionAB ab{"every GEMM of up to 128 rows on the staged-weights kernel (staged_gemm_kernel always, skinny_gemm_kernel off) and the defaults",
+              "staged", "defaults",
+              [](ltserve::ModelOptions& o) {
+                o.staged_gemm = ltserve::OwnKernelMode::kAlways;
+                o.skinny_gemm = ltserve::OwnKernelMode::kOff;
+              },
+              [](ltserve::ModelOptions& o) {
+                // Set, not left: B's options start as A set them.
+                const ltserve::ModelOptions defaults;
+                o.staged_gemm = defaults.staged_gemm;
+                o.skinny_gemm = defaults.skinny_gemm;
+              }};
+  ab.print_logs = true;
+  return ab;
+}
 OptionAB LayerChainAB() {
   return OptionAB{"the layer-chain kernel where it times faster (layer_chain_kernel auto) and never (off)",
                   "auto", "off",

@@ -45,6 +45,10 @@ OptionAB ProgrammaticLaunchAB();
 // programmatic_launch auto (each bucket's choice timed in its pass at load) against true.
 OptionAB ProgrammaticAutoAB();
 OptionAB SkinnyGemmAB();  // split-K kernel allowed (auto) against off
+OptionAB StagedGemmAB();  // staged-weights kernel allowed (auto) against off
+// Every GEMM of up to 128 rows on the staged-weights kernel (staged_gemm_kernel always, the
+// split-K kernel off) against the defaults.
+OptionAB StagedEverywhereAB();
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off
 OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off

@@ -297,6 +297,21 @@ if [[ ${RUN_LAUNCH_AB:-0} == 1 ]]; then
   cat "$OUT/launch_ab.md"
   grep -oE "programmatic launch checked in the pass[^;]*;[^;]*" "$OUT/launch_ab.log" | cut -c1-300
 fi
+if [[ ${RUN_STAGED_AB:-0} == 1 ]]; then
+  # The staged-weights GEMM in whole passes: where it times faster alone (staged_gemm_kernel
+  # auto) and on every GEMM of up to 128 rows (always), each against the defaults: the MLP at
+  # every bucket to 128 rows, BERT-base at one sequence of 128 and 1-16 of 8 (tables on
+  # stdout). STAGED_TIMEOUT_S bounds each benchmark.
+  echo "== staged-weights GEMM in the pass, A/Bs (${SECONDS} s)"
+  timeout "${STAGED_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 128 staged-ab \
+    > "$OUT/staged_ab.md" 2> "$OUT/staged_ab.log" || status=1
+  timeout "${STAGED_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 16 --staged-ab \
+    >> "$OUT/staged_ab.md" 2>> "$OUT/staged_ab.log" || status=1
+  cat "$OUT/staged_ab.md"
+  grep -oE "staged-weights kernel for [^)]*\)" "$OUT/staged_ab.log" | sort | uniq -c | head -20
+fi
 if [[ ${RUN_ENCODER_BENCH:-1} == 1 ]]; then
   echo "== encoder benchmark (${SECONDS} s)"
   # The SM clock, power and throttle reasons every 200 ms while it runs (encoder_clocks.csv):

@@ -203,6 +203,10 @@ Status DeviceState::RunOwnKernel(const GemmKernel& kernel, const GemmStep& step,
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(o.input, o.weight, o.bias, o.residual,
                                                         o.output, rows, step.n, step.k, act,
                                                         storage, lane.programmatic, lane.stream));
+  } else if (kernel.kind == GemmKernel::Kind::kStaged) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchStagedGemm(kernel.staged, o.input, o.weight, o.bias,
+                                                  o.residual, o.output, rows, step.n, step.k,
+                                                  act, storage, lane.programmatic, lane.stream));
   } else {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSkinnyGemm(kernel.skinny, o.input, o.weight, o.bias,
                                                   o.residual, o.output, rows, step.n, step.k,

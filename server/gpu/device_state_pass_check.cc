@@ -69,6 +69,7 @@ const char* KindName(const GemmKernel& kernel) {
   switch (kernel.kind) {
     case GemmKernel::Kind::kSmallBatch: return "small-batch";
     case GemmKernel::Kind::kSkinny: return "split-K";
+    case GemmKernel::Kind::kStaged: return "staged-weights";
     default: return "cuBLASLt";
   }
 }

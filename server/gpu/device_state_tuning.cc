@@ -59,11 +59,13 @@ std::string Fingerprint(int device) {
 }
 
 // The load log's account of the executor's own kernels: how many (step, bucket) pairs run the
-// small-batch, split-K, GEMM + LayerNorm and streaming LayerNorm kernels, and at which row
+// small-batch, split-K, staged-weights, GEMM + LayerNorm and streaming LayerNorm kernels, and at which row
 // counts (for split-K per layer shape, each shape once however many layers share it).
 std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning& tuning) {
   int small_batch = 0;
   int skinny = 0;
+  int staged = 0;
+  DistinctRows staged_rows;
   int norm = 0;
   int norm_split = 0;  // of them, the split-K schedule with the LayerNorm tail
   DistinctRows norm_rows;
@@ -79,6 +81,10 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
         ++norm;
         norm_split += tuning.kernels[s][b].norm.split_k.has_value() ? 1 : 0;
         norm_rows.Add(model.StepRows(s, b));
+      }
+      if (kind == GemmKernel::Kind::kStaged) {
+        ++staged;
+        staged_rows.Add(model.StepRows(s, b));
       }
       if (kind != GemmKernel::Kind::kSkinny) continue;
       ++skinny;
@@ -99,6 +105,10 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
               skinny_rows[i].second.Text();
     }
     notes.push_back(note + ")");
+  }
+  if (staged > 0) {
+    notes.push_back("staged-weights kernel for " + std::to_string(staged) + " GEMM buckets (" +
+                    staged_rows.Text() + ")");
   }
   if (norm > 0) {
     notes.push_back("GEMM + LayerNorm kernel for " + std::to_string(norm) + " GEMM buckets (" +
@@ -237,16 +247,31 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
       challengers.push_back(GemmKernel::Skinny(config));
     }
   }
+  const std::vector<StagedGemmConfig> staged_configs =
+      options.staged_gemm != OwnKernelMode::kOff &&
+              StagedGemmSupports(sm_major_, storage, rows, step.k)
+          ? StagedGemmCandidates(rows, step.n, step.k)
+          : std::vector<StagedGemmConfig>{};
+  const bool staged = !staged_configs.empty();
+  for (const StagedGemmConfig& config : staged_configs) {
+    challengers.push_back(GemmKernel::Staged(config));
+  }
   if (challengers.empty()) return cublaslt;
-  const bool replace = skinny && options.skinny_gemm == OwnKernelMode::kAlways;
+  // `always` for either tensor-core kernel leaves cuBLASLt out: the fastest own kernel runs.
+  const bool replace = (skinny && options.skinny_gemm == OwnKernelMode::kAlways) ||
+                       (staged && options.staged_gemm == OwnKernelMode::kAlways);
   // What the choice depends on: the GEMM's shape, epilogue and what runs after it, and which
   // kernels the options let compete (a choice made with the split-K kernel off must not
-  // keep it off once it is allowed).
+  // keep it off once it is allowed). Without the staged-weights kernel the words are those
+  // of the files written before it existed.
+  const std::string competing =
+      !staged ? (skinny ? (replace ? "skinny-only" : "skinny") : "cublaslt")
+              : std::string(replace ? "" : "cublaslt+") + (skinny ? "skinny+" : "") + "staged";
   const std::string key =
       "own," + ShapeKey(options, step.Shape(rows), GemmSearch::kHeuristic) +
       ",then=" + std::to_string(static_cast<int>(step.after)) + ",competing=" +
       (challengers.front().kind == GemmKernel::Kind::kSmallBatch ? "small-batch+" : "") +
-      (skinny ? (replace ? "skinny-only" : "skinny") : "cublaslt");
+      competing;
   const auto allowed = [&](const GemmKernel& kernel) {
     return (kernel == cublaslt && !replace) ||
            std::find(challengers.begin(), challengers.end(), kernel) != challengers.end();

@@ -31,6 +31,8 @@ std::string GemmKernel::ToText() const {
     case Kind::kCublasLt: return "cublaslt";
     case Kind::kSmallBatch: return "small-batch";
     case Kind::kSkinny: return "skinny " + SkinnyNumbers(skinny);
+    case Kind::kStaged:
+      return "staged " + std::to_string(staged.m_tile) + " " + std::to_string(staged.cluster);
     case Kind::kChain:
       if (chain.ring()) {
         return "chain-ring " + std::to_string(chain.units_per_worker) + " " +
@@ -66,6 +68,16 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
       kernel.kind = Kind::kNormGemm;
       kernel.norm = NormGemmConfig::SplitK(*config);
     }
+  } else if (word == "staged") {
+    int m_tile = 0;
+    int cluster = 0;
+    in >> m_tile >> cluster;
+    if (!in || m_tile < 1 || m_tile > 255 || cluster < 1 || cluster > 255) return std::nullopt;
+    const StagedGemmConfig config{static_cast<std::uint8_t>(m_tile),
+                                  static_cast<std::uint8_t>(cluster)};
+    if (!StagedGemmCompiled(config)) return std::nullopt;
+    kernel.kind = Kind::kStaged;
+    kernel.staged = config;
   } else if (word == "chain" || word == "chain-ring") {
     const bool ring = word == "chain-ring";
     int units = 0;

@@ -264,11 +264,11 @@ cudaError_t Dispatch(const StagedGemmConfig& c, const void* x, const void* w, vo
                             programmatic, stream);
 }
 
-bool Compiled(const StagedGemmConfig& c) {
+}  // namespace
+
+bool StagedGemmCompiled(const StagedGemmConfig& c) {
   return (c.m_tile == 64 || c.m_tile == 128) && c.cluster >= 1 && c.cluster <= kMaxCluster;
 }
-
-}  // namespace
 
 std::string StagedGemmConfig::Describe() const {
   return "staged " + std::to_string(cluster) + " x " + std::to_string(kNTile) + " rows, " +
@@ -315,7 +315,7 @@ cudaError_t LaunchStagedGemm(const StagedGemmConfig& config, const void* x, cons
                              std::int64_t out_features, std::int64_t in_features,
                              plan::Activation act, ElemType type, bool programmatic,
                              cudaStream_t stream) {
-  if (!Compiled(config) || !StagedGemmSupports(9, type, rows, in_features) ||
+  if (!StagedGemmCompiled(config) || !StagedGemmSupports(9, type, rows, in_features) ||
       out_features < 1 || out_features > (std::int64_t{1} << 30) ||
       (rows + config.m_tile - 1) / config.m_tile > 65535 ||
       StagedGemmSharedBytes(config, in_features) > kStagedGemmMaxSharedBytes ||

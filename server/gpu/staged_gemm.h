@@ -42,6 +42,10 @@ struct StagedGemmConfig {
   }
 };
 
+// Whether `config` is one the kernel is compiled for (an X tile of 64 or 128 rows, 1 to 8
+// blocks a cluster).
+bool StagedGemmCompiled(const StagedGemmConfig& config);
+
 // Whether the kernel can run a Linear of this type and shape on a device of compute
 // capability `sm_major` (with some configuration).
 bool StagedGemmSupports(int sm_major, ElemType type, std::int64_t rows, std::int64_t in_features);

@@ -179,6 +179,16 @@ void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c
       EXPECT_EQ(describe.find("split-K kernel"), std::string::npos) << describe;
     }
   }
+  if (extra["staged_gemm_kernel"] == "always") {
+    // 7 layers × the 8 buckets of at most 128 rows, as for the split-K kernel (Hopper's own
+    // instructions; none in 32-bit storage).
+    if (sixteen_bit) {
+      EXPECT_NE(describe.find("staged-weights kernel for 56 GEMM buckets"), std::string::npos)
+          << describe;
+    } else {
+      EXPECT_EQ(describe.find("staged-weights kernel"), std::string::npos) << describe;
+    }
+  }
   if (extra["layer_chain_kernel"] == "always") {
     // SmallBatchPlan's chainable runs: steps 1-2 (step 1's residual is step 0's output, so
     // step 0 stays out) and 3-6 (step 3's residual is the run's input), at every bucket of at
@@ -279,6 +289,17 @@ TEST_P(PrecisionTest, SkinnyGemmKernelMatchesReference) {
   SKIP_WITHOUT_GPU();
   CheckAgainstReference(SmallBatchPlan(), GetParam(),
                         {{"skinny_gemm_kernel", "always"}, {"small_batch_kernel", "off"}});
+}
+
+// The staged-weights kernel for every layer up to 128 rows (on Hopper), each at the
+// configuration that timed fastest, the split-K kernel off so that it is the only one of
+// ltserve's; 200 rows run cuBLASLt. Its every configuration: test_staged_gemm.cc.
+TEST_P(PrecisionTest, StagedGemmKernelMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  CheckAgainstReference(SmallBatchPlan(), GetParam(),
+                        {{"staged_gemm_kernel", "always"},
+                         {"skinny_gemm_kernel", "off"},
+                         {"small_batch_kernel", "off"}});
 }
 
 // The layer-chain kernel for every chainable run up to 32 rows (on Hopper), at the

@@ -193,6 +193,8 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   const GemmKernel kernels[] = {GemmKernel{},
                                 GemmKernel::SmallBatch(),
                                 GemmKernel::Skinny({32, 2, 4, 8}),
+                                GemmKernel::Staged({128, 6}),
+                                GemmKernel::Staged({64, 1}),
                                 GemmKernel::Chain({4, false, 2}),
                                 GemmKernel::Chain({1, true, 1}),
                                 GemmKernel::Chain({1, false, 3, 2}),
@@ -207,6 +209,8 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
   }
   const GemmKernel skinny = GemmKernel::Skinny({32, 2, 4, 8});
   EXPECT_EQ(skinny.ToText(), "skinny 32 2 4 8");
+  EXPECT_EQ(GemmKernel::Staged({128, 6}).ToText(), "staged 128 6");
+  EXPECT_FALSE(GemmKernel::Staged({128, 6}) == GemmKernel::Staged({128, 4}));
   EXPECT_EQ(GemmKernel::Chain({2, true, 1}).ToText(), "chain 2 1 1");
   EXPECT_EQ(GemmKernel::Chain({1, false, 3, 2}).ToText(), "chain-ring 1 2 3");
   // The schedules are told apart: a ring configuration never equals a warp one.
@@ -227,7 +231,8 @@ TEST(SkinnyGemm, KernelChoicesSurviveTheirTextForm) {
                           // Numbers in range but no compiled shape: a stale cache file's entries.
                           "skinny 24 1 4 1", "skinny 8 3 4 1", "skinny 64 1 8 1", "skinny 8 1 4 3",
                           "skinny 8 1 4 32", "norm-split 8 1 8 4", "norm-split 24 1 4 4",
-                          "norm-split 8 2 8 1"}) {
+                          "norm-split 8 2 8 1", "staged 128", "staged 128 6 1", "staged 32 1",
+                          "staged 128 9", "staged 64 0"}) {
     EXPECT_FALSE(GemmKernel::FromText(bad).has_value()) << "'" << bad << "'";
   }
 }
