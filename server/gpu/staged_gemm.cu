@@ -13,16 +13,10 @@
 // of a cluster take consecutive slices. Its W slice is asked for before the wait for the kernel
 // ahead (the weights depend on nothing), its X slice after, a barrier per 64 of K, so that the
 // multiply over the first box starts while the others arrive. Boxes reaching past K, N or the
-// rows arrive as zeros and add nothing.
-//
-// The cluster's reduction: each 8-row tile of the output belongs to one block (tile i to rank
-// i % cluster), and every block stores its partial sums of that tile straight into the owner's
-// shared memory, a slot per sender. Stores to another block's shared memory need no round trip,
-// so one cluster barrier later each owner has every partial sum of its tiles in its own shared
-// memory: it adds them in rank order (bit-reproducible), adds bias and residual, applies the
-// activation and stores. Nothing is read from another block, so no second barrier keeps a block
-// alive for its readers. (The form before pulled every partial from every block: a round trip
-// per load and two cluster barriers, the first thing its Nsight Compute profile showed.)
+// rows arrive as zeros and add nothing. The partial sums then go to shared memory (the staging
+// area is reused) and, after a cluster barrier, every thread of the cluster sums some outputs
+// over all blocks in rank order (bit-reproducible), adds bias and residual, applies the
+// activation and stores.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cooperative_groups.h>
@@ -47,10 +41,7 @@ constexpr int kBoxK = 64;
 // Boxes a slice has at most: 12 x (64 + 64) rows x 128 bytes is the most that fits
 // kStagedGemmMaxSharedBytes, so every launch the launcher takes has a barrier per box.
 constexpr int kMaxBoxes = 12;
-// Floats per row of received partial sums: with 68, the 32 lanes of one store (8 outputs x 4
-// row pairs of a wgmma fragment) hit 32 different banks.
-constexpr int kPartStride = kNTile + 4;
-constexpr int kTileRows = 8;  // rows of the tiles the reduction hands out
+constexpr int kPartStride = kNTile + 4;  // floats per row of partial sums
 // Swizzled boxes start on this boundary (the pattern repeats every 8 rows of 128 bytes).
 constexpr int kSwizzleAlignment = 1024;
 // Portable clusters only: 16 blocks of this size would need 16 SMs of one GPC free at once.
@@ -73,8 +64,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   __shared__ std::uint64_t w_ready;
   __shared__ std::uint64_t x_ready[kMaxBoxes];
-  // The same padding in every block (the same static layout), so the received partial sums sit
-  // at the same address in each and the cluster can map them.
+  // The same padding in every block (the same static layout), so the partial sums sit at the
+  // same address in each and the cluster can map them.
   unsigned char* smem = smem_raw + ((kSwizzleAlignment - SharedAddress(smem_raw) % kSwizzleAlignment) %
                                     kSwizzleAlignment);
   cg::cluster_group cluster = cg::this_cluster();
@@ -83,19 +74,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int boxes = slice / kBoxK;
   auto* ws = reinterpret_cast<T*>(smem);  // boxes x [kNTile][kBoxK], swizzled
   T* xs = ws + boxes * kWBox;             // boxes x [kMTile][kBoxK], swizzled
-  // [sender][owned tile][kTileRows][kPartStride]: what the other blocks send, apart from the
-  // staging area, which this block may still be reading when they send.
-  constexpr int kTiles = kMTile / kTileRows;
-  const int owned = (kTiles + splits - 1) / splits;  // tiles a block owns at most
-  auto* received = reinterpret_cast<float*>(xs + boxes * kXBox);
+  auto* partial = reinterpret_cast<float*>(smem);  // [kMTile][kPartStride], after the multiply
   const int block_n0 = blockIdx.x * kNTile;
   const int m0 = blockIdx.z * kMTile;
   const int k0 = rank * slice;
   const bool issuer = threadIdx.x == 0;
 
-  // Every block must have started before another writes to its shared memory: this arrival is
-  // waited for only once the multiply is done, by when it has long completed.
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   if (issuer) {
     BarrierInit(&w_ready, 1);
     for (int b = 0; b < boxes; ++b) BarrierInit(&x_ready[b], 1);
@@ -137,45 +121,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   WarpgroupWait<0>();
   FenceAccumulators(acc);
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  __syncthreads();  // every warp's multiplies are done with the staged boxes before they are overwritten
 
-  // acc[4i + e] is Yᵀ[output 16·warp + g (+8 for e >= 2)][row 8i + 2t (+1 if odd e)]: row tile
-  // i goes to rank i % splits, as its (i / splits)-th owned tile, in this block's slot.
+  // acc[4i + e] is Yᵀ[output 16·warp + g (+8 for e >= 2)][row 8i + 2t (+1 if odd e)]. With
+  // kPartStride = 68 the 32 lanes of one store hit 32 different banks.
   const int warp = threadIdx.x / 32;
   const int g = (threadIdx.x % 32) / 4;
   const int t = threadIdx.x % 4;
-  int owner = 0;
-  int owner_tile = 0;
 #pragma unroll
-  for (int i = 0; i < kTiles; ++i) {
-    float* to = cluster.map_shared_rank(received, owner) +
-                (rank * owned + owner_tile) * kTileRows * kPartStride;
+  for (int i = 0; i < kMTile / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int n_local = 16 * warp + g + (e >= 2 ? 8 : 0);
-      to[(2 * t + (e & 1)) * kPartStride + n_local] = acc[4 * i + e];
-    }
-    if (++owner == splits) {
-      owner = 0;
-      ++owner_tile;
+      const int m_local = 8 * i + 2 * t + (e & 1);
+      partial[m_local * kPartStride + n_local] = acc[4 * i + e];
     }
   }
-  cluster.sync();  // every block's partial sums are in their owners' shared memory
+  cluster.sync();  // every block's partial sums are in its shared memory
 
-  // A thread takes 4 consecutive outputs of a row of an owned tile (consecutive threads the next
-  // 4: coalesced stores), loads every sender's 16 bytes of them before the first add, and adds
-  // them in rank order.
+  // A thread takes 4 consecutive outputs of a row at a time (consecutive threads the next 4:
+  // coalesced stores) and loads them from every block of the cluster, one 16-byte load a block,
+  // all before the first add, so that their round trips overlap; the adds keep rank order.
   constexpr int kGroupOutputs = 4;
   constexpr int kRowGroups = kNTile / kGroupOutputs;
-  constexpr int kTileGroups = kTileRows * kRowGroups;
   const auto* bias = static_cast<const T*>(epilogue.bias);
   const auto* residual = static_cast<const T*>(epilogue.residual);
-  const int my_tiles = (kTiles - rank + splits - 1) / splits;
-  for (int task = threadIdx.x; task < my_tiles * kTileGroups; task += kThreads) {
-    const int tile = task / kTileGroups;
-    const int row = (task / kRowGroups) % kTileRows;
-    const int n_local = (task % kRowGroups) * kGroupOutputs;
-    const int m = m0 + (rank + splits * tile) * kTileRows + row;
+  for (int group = rank * kThreads + threadIdx.x; group < kMTile * kRowGroups;
+       group += splits * kThreads) {
+    const int m_local = group / kRowGroups;
+    const int n_local = (group % kRowGroups) * kGroupOutputs;
+    const int m = m0 + m_local;
     if (m >= rows || block_n0 + n_local >= n_total) continue;
     float bias_v[kGroupOutputs];
     float residual_v[kGroupOutputs];
@@ -190,20 +165,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     float4 from[kMaxCluster];
 #pragma unroll
-    for (int sender = 0; sender < kMaxCluster; ++sender) {
-      if (sender < splits) {
-        from[sender] = *reinterpret_cast<const float4*>(
-            received + ((sender * owned + tile) * kTileRows + row) * kPartStride + n_local);
+    for (int s = 0; s < kMaxCluster; ++s) {
+      if (s < splits) {
+        from[s] = *reinterpret_cast<const float4*>(
+            cluster.map_shared_rank(partial, s) + m_local * kPartStride + n_local);
       }
     }
     float sum[kGroupOutputs] = {};
 #pragma unroll
-    for (int sender = 0; sender < kMaxCluster; ++sender) {
-      if (sender < splits) {
-        sum[0] += from[sender].x;
-        sum[1] += from[sender].y;
-        sum[2] += from[sender].z;
-        sum[3] += from[sender].w;
+    for (int s = 0; s < kMaxCluster; ++s) {
+      if (s < splits) {
+        sum[0] += from[s].x;
+        sum[1] += from[s].y;
+        sum[2] += from[s].z;
+        sum[3] += from[s].w;
       }
     }
 #pragma unroll
@@ -217,6 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       Store(y, static_cast<std::int64_t>(m) * n_total + n, Activate(epilogue.act, value));
     }
   }
+  cluster.sync();  // no block leaves while another may still read its shared memory
 #endif
 }
 
@@ -311,12 +287,9 @@ std::int64_t StagedGemmSlice(const StagedGemmConfig& config, std::int64_t in_fea
 }
 
 std::int64_t StagedGemmSharedBytes(const StagedGemmConfig& config, std::int64_t in_features) {
-  if (config.cluster < 1) return 0;
   const std::int64_t staged = (kNTile + config.m_tile) * StagedGemmSlice(config, in_features) * 2;
-  const std::int64_t tiles = config.m_tile / kTileRows;
-  const std::int64_t owned = (tiles + config.cluster - 1) / config.cluster;
-  const std::int64_t received = config.cluster * owned * kTileRows * kPartStride * 4;
-  return staged + received + kSwizzleAlignment;
+  const std::int64_t partials = std::int64_t{config.m_tile} * kPartStride * 4;
+  return (staged > partials ? staged : partials) + kSwizzleAlignment;
 }
 
 std::vector<StagedGemmConfig> StagedGemmCandidates(std::int64_t rows, std::int64_t out_features,

@@ -25,8 +25,7 @@ namespace ltserve::gpu {
 constexpr std::int64_t kStagedGemmMaxRows = 128;
 // Outputs (rows of W) a block computes.
 constexpr std::int64_t kStagedGemmBlockOutputs = 64;
-// A block's shared memory at most (its W and X slices, and the partial sums the cluster sends
-// it): one block an SM.
+// A block's shared memory at most (its W and X slices, or its partial sums): one block an SM.
 constexpr std::int64_t kStagedGemmMaxSharedBytes = 200 * 1024;
 
 // One compiled X tile and the cluster it is launched with: the `cluster` blocks of a cluster

@@ -95,13 +95,10 @@ TEST(StagedGemm, CandidatesFitSharedMemoryAndGiveEveryBlockSomeK) {
   ASSERT_EQ(bert.size(), 4u);
   EXPECT_EQ(bert[0].cluster, 2);
   EXPECT_EQ(bert[3].cluster, 6);
-  // 4096 at 64 rows: only 7 and 8 blocks make slices (640, 512) small enough; at 128 rows not
-  // even 8 (192 KiB staged and 34 KiB of partial sums received).
-  const auto wide = gpu::StagedGemmCandidates(64, 4096, 4096);
-  ASSERT_EQ(wide.size(), 2u);
-  EXPECT_EQ(wide[0].cluster, 7);
-  EXPECT_EQ(wide[1].cluster, 8);
-  EXPECT_TRUE(gpu::StagedGemmCandidates(128, 4096, 4096).empty());
+  // 4096 at 128 rows: only 8 blocks make a slice (512) small enough.
+  const auto wide = gpu::StagedGemmCandidates(128, 4096, 4096);
+  ASSERT_EQ(wide.size(), 1u);
+  EXPECT_EQ(wide[0].cluster, 8);
   // 40 = two slices of 32 at most: a third block would have none.
   for (const StagedGemmConfig& c : gpu::StagedGemmCandidates(8, 64, 40)) {
     EXPECT_LE(c.cluster, 2) << c.Describe();
