@@ -240,26 +240,31 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
   if (small_batch && rows <= kSmallBatchAutoMaxRows) {
     challengers.push_back(GemmKernel::SmallBatch());
   }
-  const bool skinny = options.skinny_gemm != OwnKernelMode::kOff &&
-                      SkinnyGemmSupports(sm_major_, storage, rows, step.k);
+  const bool skinny_runs = options.skinny_gemm != OwnKernelMode::kOff &&
+                          SkinnyGemmSupports(sm_major_, storage, rows, step.k);
+  const bool staged_runs = options.staged_gemm != OwnKernelMode::kOff &&
+                           StagedGemmSupports(sm_major_, storage, rows, step.k);
+  // `always` for one of the tensor-core kernels means that kernel wherever it runs: cuBLASLt,
+  // and the other one left on `auto`, do not compete then.
+  const bool skinny_always = skinny_runs && options.skinny_gemm == OwnKernelMode::kAlways;
+  const bool staged_always = staged_runs && options.staged_gemm == OwnKernelMode::kAlways;
+  const bool replace = skinny_always || staged_always;
+  const bool skinny = skinny_runs && (!replace || skinny_always);
+  // On `auto` the staged-weights kernel competes only where whole passes measured it faster.
+  const bool staged_offered =
+      staged_runs && (staged_always || (!replace && rows <= kStagedGemmAutoMaxRows));
   if (skinny) {
     for (const SkinnyGemmConfig& config : SkinnyGemmCandidates(rows, step.n, step.k)) {
       challengers.push_back(GemmKernel::Skinny(config));
     }
   }
   const std::vector<StagedGemmConfig> staged_configs =
-      options.staged_gemm != OwnKernelMode::kOff &&
-              StagedGemmSupports(sm_major_, storage, rows, step.k)
-          ? StagedGemmCandidates(rows, step.n, step.k)
-          : std::vector<StagedGemmConfig>{};
+      staged_offered ? StagedGemmCandidates(rows, step.n, step.k) : std::vector<StagedGemmConfig>{};
   const bool staged = !staged_configs.empty();
   for (const StagedGemmConfig& config : staged_configs) {
     challengers.push_back(GemmKernel::Staged(config));
   }
   if (challengers.empty()) return cublaslt;
-  // `always` for either tensor-core kernel leaves cuBLASLt out: the fastest own kernel runs.
-  const bool replace = (skinny && options.skinny_gemm == OwnKernelMode::kAlways) ||
-                       (staged && options.staged_gemm == OwnKernelMode::kAlways);
   // What the choice depends on: the GEMM's shape, epilogue and what runs after it, and which
   // kernels the options let compete (a choice made with the split-K kernel off must not
   // keep it off once it is allowed). Without the staged-weights kernel the words are those

@@ -23,6 +23,11 @@
 namespace ltserve::gpu {
 
 constexpr std::int64_t kStagedGemmMaxRows = 128;
+// Rows up to which `staged_gemm_kernel auto` lets the kernel compete with cuBLASLt. On an H100,
+// BERT-base passes of one and four sequences of 8 tokens (8 and 32 rows) ran 4 % and 12 %
+// faster with it, and passes of 128 rows 4-7 % slower, though it won the per-GEMM timing there
+// (bench/RESULTS.md, 2026-12-07).
+constexpr std::int64_t kStagedGemmAutoMaxRows = 32;
 // Outputs (rows of W) a block computes.
 constexpr std::int64_t kStagedGemmBlockOutputs = 64;
 // A block's shared memory at most (its W and X slices, or its partial sums): one block an SM.

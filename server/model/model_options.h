@@ -73,11 +73,10 @@ struct ModelOptions {
   OwnKernelMode small_batch = OwnKernelMode::kAuto;   // the matrix-vector kernel, 1-8 rows
   OwnKernelMode skinny_gemm = OwnKernelMode::kAuto;   // the split-K kernel, up to 128 rows
   // The staged-weights kernel (tensor-map copies and warpgroup MMAs, gpu/staged_gemm.h), up to
-  // 128 rows on compute capability 9.x. Off unless asked for: alone it timed 1.13-1.49x
-  // cuBLASLt at 128 rows and 0.96-1.18x at 1-32 rows on an H100 (bench/RESULTS.md), and what it
-  // gives a whole pass, where it stages its weights before the kernel ahead ends, is measured by
-  // the staged-ab benchmarks before it is offered by default.
-  OwnKernelMode staged_gemm = OwnKernelMode::kOff;
+  // 128 rows on compute capability 9.x; `auto` offers it up to kStagedGemmAutoMaxRows (32), where
+  // whole BERT-base passes of short sequences ran 4-12 % faster with it on an H100; above that
+  // they ran slower though it won GEMMs timed alone (bench/RESULTS.md).
+  OwnKernelMode staged_gemm = OwnKernelMode::kAuto;
   // Consecutive Linear layers in one persistent kernel, up to 32 rows (gpu/chain_gemm.h).
   // Off unless asked for: on the H200 it timed slower than the layers' own kernels at every
   // shape measured (bench/RESULTS.md), so "auto" would only add timing to every load.

@@ -22,7 +22,7 @@ TEST(ModelOptions, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(options->gelu, GeluMode::kTanhEpilogue);
   EXPECT_EQ(options->gemm_search, GemmSearch::kHeuristic);
   EXPECT_TRUE(options->check_kernels_in_pass);
-  EXPECT_EQ(options->staged_gemm, OwnKernelMode::kOff);
+  EXPECT_EQ(options->staged_gemm, OwnKernelMode::kAuto);
   EXPECT_EQ(options->programmatic_launch, ProgrammaticLaunch::kOn);
   EXPECT_EQ(options->workspace_bytes, std::size_t{32} << 20);
   EXPECT_FALSE(options->max_sequence_length.has_value());
