@@ -59,8 +59,9 @@ std::string Fingerprint(int device) {
 }
 
 // The load log's account of the executor's own kernels: how many (step, bucket) pairs run the
-// small-batch, split-K, staged-weights, GEMM + LayerNorm and streaming LayerNorm kernels, and at which row
-// counts (for split-K per layer shape, each shape once however many layers share it).
+// small-batch, split-K, staged-weights, GEMM + LayerNorm and streaming LayerNorm kernels, and
+// at which row counts (for split-K per layer shape, each shape once however many layers share
+// it).
 std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning& tuning) {
   int small_batch = 0;
   int skinny = 0;

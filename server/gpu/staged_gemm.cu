@@ -37,13 +37,13 @@ namespace cg = cooperative_groups;
 constexpr int kThreads = 128;  // one warpgroup
 constexpr int kNTile = static_cast<int>(kStagedGemmBlockOutputs);
 // K a tensor-map box spans: one 128-byte swizzled row. A slice is whole boxes.
-constexpr int kBoxK = 64;
+constexpr int kBoxK = kSwizzledRowElements;
 // Boxes a slice has at most: 12 x (64 + 64) rows x 128 bytes is the most that fits
 // kStagedGemmMaxSharedBytes, so every launch the launcher takes has a barrier per box.
 constexpr int kMaxBoxes = 12;
 constexpr int kPartStride = kNTile + 4;  // floats per row of partial sums
-// Swizzled boxes start on this boundary (the pattern repeats every 8 rows of 128 bytes).
-constexpr int kSwizzleAlignment = 1024;
+// Swizzled boxes start on this boundary.
+constexpr int kSwizzleAlignment = kSwizzleAtomBytes;
 // Portable clusters only: 16 blocks of this size would need 16 SMs of one GPC free at once.
 constexpr int kMaxCluster = 8;
 
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   WarpgroupWait<0>();
   FenceAccumulators(acc);
-  __syncthreads();  // every warp's multiplies are done with the staged boxes before they are overwritten
+  __syncthreads();  // every warp's multiplies are done with the boxes before they are overwritten
 
   // acc[4i + e] is Yᵀ[output 16·warp + g (+8 for e >= 2)][row 8i + 2t (+1 if odd e)]. With
   // kPartStride = 68 the 32 lanes of one store hit 32 different banks.

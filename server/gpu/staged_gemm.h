@@ -6,9 +6,10 @@
 // (wgmma), Hopper's own instructions, so it is built for sm_90a and runs on compute capability
 // 9.x only; 16-bit storage only; in_features a multiple of 8.
 //
-// Not offered by the tuner. Its first form (cp.async and mma.sync) took 1.37-1.77x cuBLASLt's
-// time alone at 128 rows on an H100, bound by its warps' instruction count (bench/RESULTS.md,
-// 2026-12-07; tables from bench/skinny_gemm_table.cc); this form is measured against it there.
+// The tuner offers it through the model option staged_gemm_kernel (on `auto` up to
+// kStagedGemmAutoMaxRows). On an H100 it takes 1.13-1.49x cuBLASLt's time alone at 128 rows and
+// 0.96-1.26x at 1-32 rows (its first form, cp.async and mma.sync, 1.37-1.77x at 128 rows, bound
+// by its instruction count; bench/RESULTS.md, 2026-12-07, tables from bench/skinny_gemm_table.cc).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,9 +25,9 @@ namespace ltserve::gpu {
 
 constexpr std::int64_t kStagedGemmMaxRows = 128;
 // Rows up to which `staged_gemm_kernel auto` lets the kernel compete with cuBLASLt. On an H100,
-// BERT-base passes of one and four sequences of 8 tokens (8 and 32 rows) ran 4 % and 12 %
-// faster with it, and passes of 128 rows 4-7 % slower, though it won the per-GEMM timing there
-// (bench/RESULTS.md, 2026-12-07).
+// BERT-base passes of four sequences of 8 tokens (32 rows) ran 7.5-12 % faster with it and of
+// one sequence of 8 up to 5 %, while passes of 128 rows ran 4-7 % slower, though it won some
+// per-GEMM timings there (bench/RESULTS.md, 2026-12-07).
 constexpr std::int64_t kStagedGemmAutoMaxRows = 32;
 // Outputs (rows of W) a block computes.
 constexpr std::int64_t kStagedGemmBlockOutputs = 64;

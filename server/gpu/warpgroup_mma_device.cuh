@@ -13,10 +13,13 @@
 
 namespace ltserve::gpu {
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Rows of a swizzled tile: 64 16-bit elements (128 bytes) of K each, as the copy engine lays
-// them out with CU_TENSOR_MAP_SWIZZLE_128B; groups of 8 rows (1,024 bytes) repeat the pattern.
+// them out with CU_TENSOR_MAP_SWIZZLE_128B; groups of 8 rows (kSwizzleAtomBytes) repeat the
+// pattern, so a tile starts on that boundary. (Host code sizes tiles and boxes with these too.)
 constexpr int kSwizzledRowElements = 64;
+constexpr int kSwizzleAtomBytes = 1024;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // The descriptor wgmma reads a K-major operand through: a tile of rows of 128 bytes, 128-byte
 // swizzled, starting at `tile` (1,024-byte aligned, plus 32 bytes for each k16 step inside the
@@ -27,7 +30,7 @@ constexpr int kSwizzledRowElements = 64;
 __device__ __forceinline__ std::uint64_t SwizzledTileDescriptor(const void* tile) {
   const auto address = static_cast<std::uint64_t>(__cvta_generic_to_shared(tile));
   return ((address & 0x3FFFF) >> 4) | (std::uint64_t{1} << 16) |
-         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
+         (std::uint64_t{kSwizzleAtomBytes >> 4} << 32) | (std::uint64_t{1} << 62);
 }
 
 // Orders this warpgroup's earlier register and shared-memory accesses before the wgmmas that

@@ -12,6 +12,7 @@
 #include <limits>
 #include <ostream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "common/float16.h"
@@ -187,6 +188,20 @@ void CheckAgainstReference(std::shared_ptr<const plan::Plan> plan, const Case& c
           << describe;
     } else {
       EXPECT_EQ(describe.find("staged-weights kernel"), std::string::npos) << describe;
+    }
+  }
+  if (extra["staged_gemm_kernel"] != "always") {
+    // On `auto` (the default) the staged-weights kernel competes only up to 32 rows
+    // (gpu::kStagedGemmAutoMaxRows, in a header this CUDA-free test does not include); the load
+    // log lists the rows of the buckets that took it.
+    const std::size_t note = describe.find("staged-weights kernel for ");
+    if (note != std::string::npos) {
+      const std::size_t at = describe.find("(at ", note);
+      ASSERT_NE(at, std::string::npos) << describe;
+      std::istringstream rows(describe.substr(at + 4, describe.find(" rows)", at) - at - 4));
+      for (std::string row; std::getline(rows, row, ',');) {
+        EXPECT_LE(std::stoll(row), 32) << describe;
+      }
     }
   }
   if (extra["layer_chain_kernel"] == "always") {
