@@ -64,16 +64,6 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
     return 1;
   }
   cudaStream_t s = stream.value().get();
-  // Beside the mma.sync kernel, the warpgroup kernel where the GPU has it (compute capability
-  // 9.x), each timed in the same rounds.
-  int device = 0;
-  int major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-    std::fprintf(stderr, "attention table: no device attributes\n");
-    return 1;
-  }
-  const bool warpgroup = AttentionWarpgroupSupports(major, kHeadDim, ElemType::kBf16);
   if (cudaError_t e = LaunchFillRandom(qkv.value().data(), ElemType::kBf16, qkv.value().bytes() / 2, 11, s);
       e != cudaSuccess) {
     return Fail("fill", e);
@@ -91,10 +81,8 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
                 "(median of %d rounds of %d launches); floor = q, k, v read once and the output "
                 "written once at %.2f TB/s.\n\n",
                 kRounds, kLaunches, copy_tbps);
-    std::printf("| sequences | tokens | floor µs | attention µs | attention / floor |%s\n"
-                "|---|---:|---:|---:|---:|%s\n",
-                warpgroup ? " warpgroup µs | warpgroup / floor | warpgroup / attention |" : "",
-                warpgroup ? "---:|---:|---:|" : "");
+    std::printf("| sequences | tokens | floor µs | attention µs | attention / floor |\n"
+                "|---|---:|---:|---:|---:|\n");
   }
   for (const Batch& b : batches) {
     std::int64_t tokens = 0;
@@ -106,49 +94,33 @@ int PrintAttentionTable(double copy_tbps, bool profile) {
       return 1;
     }
     cudaError_t e = cudaSuccess;
-    auto launch = [&](AttentionKernelKind kind) {
+    auto launch = [&] {
       return LaunchAttention(qkv.value().data(), out.value().data(),
                              work.value().device(), capacity,
-                             tokens, kHeads, kHeadDim, ElemType::kBf16, /*programmatic=*/false, s,
-                             kind);
+                             tokens, kHeads, kHeadDim, ElemType::kBf16, /*programmatic=*/false, s);
     };
-    std::vector<AttentionKernelKind> kinds{AttentionKernelKind::kWarpMma};
-    if (warpgroup) kinds.push_back(AttentionKernelKind::kWarpgroupMma);
     if (profile) {
-      for (const AttentionKernelKind kind : kinds) {
-        if ((e = launch(kind)) != cudaSuccess) return Fail(b.name, e);
-      }
+      if ((e = launch()) != cudaSuccess) return Fail(b.name, e);
       if ((e = cudaStreamSynchronize(s)) != cudaSuccess) return Fail(b.name, e);
       continue;
     }
-    // Rounds alternate between the kernels, so that a drift in clocks meets both.
-    std::vector<std::vector<float>> rounds(kinds.size());
+    std::vector<float> rounds;
     for (int r = 0; r < kRounds + 1; ++r) {  // the first round warms up
-      for (std::size_t k = 0; k < kinds.size(); ++k) {
-        cudaEventRecord(start, s);
-        for (int i = 0; i < kLaunches; ++i) {
-          if ((e = launch(kinds[k])) != cudaSuccess) return Fail(b.name, e);
-        }
-        cudaEventRecord(stop, s);
-        if ((e = cudaEventSynchronize(stop)) != cudaSuccess) return Fail(b.name, e);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, start, stop);
-        if (r > 0) rounds[k].push_back(1000.f * ms / kLaunches);
+      cudaEventRecord(start, s);
+      for (int i = 0; i < kLaunches; ++i) {
+        if ((e = launch()) != cudaSuccess) return Fail(b.name, e);
       }
+      cudaEventRecord(stop, s);
+      if ((e = cudaEventSynchronize(stop)) != cudaSuccess) return Fail(b.name, e);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (r > 0) rounds.push_back(1000.f * ms / kLaunches);
     }
-    std::vector<float> medians;
-    for (std::vector<float>& times : rounds) {
-      std::sort(times.begin(), times.end());
-      medians.push_back(times[times.size() / 2]);
-    }
+    std::sort(rounds.begin(), rounds.end());
+    const float median = rounds[rounds.size() / 2];
     const double floor_us = 4.0 * static_cast<double>(tokens) * kWidth * 2 / (copy_tbps * 1e6);
-    std::printf("| %s | %ld | %.1f | %.1f | %.2f |", b.name.c_str(),
-                static_cast<long>(tokens), floor_us, medians[0], medians[0] / floor_us);
-    if (warpgroup) {
-      std::printf(" %.1f | %.2f | %.3f |", medians[1], medians[1] / floor_us,
-                  medians[1] / medians[0]);
-    }
-    std::printf("\n");
+    std::printf("| %s | %ld | %.1f | %.1f | %.2f |\n", b.name.c_str(),
+                static_cast<long>(tokens), floor_us, median, median / floor_us);
     std::fflush(stdout);
   }
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return Fail("sync", e);

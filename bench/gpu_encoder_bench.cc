@@ -496,7 +496,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab | --attention-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -551,18 +551,6 @@ int main(int argc, char** argv) {
              PrintOptionAB("BERT-base layers, bf16, seq 8", KernelsInPassAB(), p, spec,
                            tokens.value(), std::span(short_batches).first(max_batch >= 4 ? 3 : 1),
                            8);
-    }
-    if (argc > 3 && std::string(argv[3]) == "--attention-ab") {
-      // The warpgroup attention kernel against the mma.sync one in whole passes, at the
-      // target's batches of sequences of 128 up to max_batch, and at 16 sequences of 8 tokens.
-      const std::int64_t batches[] = {1, 8, 32, 128};
-      std::size_t count = 0;
-      while (count < std::size(batches) && batches[count] <= max_batch) ++count;
-      const std::int64_t shorts[] = {16};
-      return PrintOptionAB("BERT-base layers, bf16, seq 128", WarpgroupAttentionAB(), p, spec,
-                           tokens.value(), std::span(batches).first(count), kSeq) +
-             PrintOptionAB("BERT-base layers, bf16, seq 8", WarpgroupAttentionAB(), p, spec,
-                           tokens.value(), shorts, 8);
     }
     if (argc > 3 && std::string(argv[3]) == "--staged-ab") {
       // The staged-weights kernel takes up to 128 rows: one sequence of 128, and one to sixteen

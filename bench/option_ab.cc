@@ -109,15 +109,6 @@ OptionAB StreamingLayerNormAB() {
                   [](ltserve::ModelOptions& o) { o.streaming_layernorm = ltserve::OwnKernelMode::kOff; }};
 }
 
-OptionAB WarpgroupAttentionAB() {
-  OptionAB ab{"attention's q·kᵀ on warpgroup MMAs (warpgroup_attention true) and on each warp's mma.sync (false)",
-              "warpgroup", "mma.sync",
-              [](ltserve::ModelOptions& o) { o.warpgroup_attention = true; },
-              [](ltserve::ModelOptions& o) { o.warpgroup_attention = false; }};
-  ab.print_logs = true;  // the load log says whether the attention steps took it
-  return ab;
-}
-
 OptionAB TwoStreamHalvesAB() {
   return OptionAB{"row-local steps as two halves on two streams where they time faster (two_stream_halves auto) and never (off)",
                   "auto", "off",

@@ -52,7 +52,6 @@ OptionAB StagedEverywhereAB();
 OptionAB LayerChainAB();  // layer-chain kernel allowed (auto) against off
 OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against off
 OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off
-OptionAB WarpgroupAttentionAB();  // attention's q·kᵀ on warpgroup MMAs (true) against false
 OptionAB TwoStreamHalvesAB();  // a bucket as two halves on two streams allowed (auto) against off
 OptionAB GemmSearchAB();  // the wide cuBLASLt search against the heuristic's candidates
 OptionAB GemmLayerNormAlwaysAB();  // every GEMM + LayerNorm pair fused (always) against off

@@ -179,8 +179,8 @@ if [[ ${RUN_NORM_STALLS:-0} == 1 ]]; then
   grep -vE "^==PROF==|^profiled:" "$OUT/ncu_norm_stalls.txt" | tail -70
 fi
 if [[ ${RUN_ATTENTION:-0} == 1 ]]; then
-  # The attention kernel alone: its table against the bytes' floor (on Hopper the warpgroup
-  # kernel beside it), then one launch per batch and kernel under Nsight Compute (time, DRAM traffic and throughput, warps active and what limits
+  # The attention kernel alone: its table against the bytes' floor, then one launch per batch
+  # under Nsight Compute (time, DRAM traffic and throughput, warps active and what limits
   # them, local-memory loads, tensor and special-function pipe use).
   echo "== attention kernel (${SECONDS} s)"
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention \
@@ -193,14 +193,11 @@ if [[ ${RUN_ATTENTION:-0} == 1 ]]; then
   python3 bench/profile/ncu_metrics.py "$OUT/ncu_attention.csv"
 fi
 if [[ ${RUN_ATTENTION_STALLS:-0} == 1 ]]; then
-  # Where the attention kernel's warps wait at 128 sequences of 128, and which source lines
-  # they wait on; then the stall reasons, largest first (warps stalled for that reason per
-  # issued instruction). The profile mode launches per batch the mma.sync kernel and, on
-  # Hopper, the warpgroup one: ATTENTION_STALL_SKIP 3 picks the mma.sync kernel's fourth
-  # launch elsewhere, 6 on Hopper (the default), 7 the warpgroup kernel's.
+  # Where the attention kernel's warps wait at 128 sequences of 128 (the fourth launch of the
+  # profile mode), and which source lines they wait on; then the stall reasons, largest first
+  # (warps stalled for that reason per issued instruction).
   echo "== attention kernel warp states (${SECONDS} s)"
-  ncu --profile-from-start on --clock-control none -k regex:AttentionKernel \
-    --launch-skip "${ATTENTION_STALL_SKIP:-6}" --launch-count 1 \
+  ncu --profile-from-start on --clock-control none -k regex:AttentionKernel --launch-skip 3 --launch-count 1 \
     --section WarpStateStats --section SchedulerStats --section SourceCounters --section Occupancy \
     --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
     ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 attention-profile \
@@ -299,19 +296,6 @@ if [[ ${RUN_LAUNCH_AB:-0} == 1 ]]; then
     >> "$OUT/launch_ab.md" 2>> "$OUT/launch_ab.log" || status=1
   cat "$OUT/launch_ab.md"
   grep -oE "programmatic launch checked in the pass[^;]*;[^;]*" "$OUT/launch_ab.log" | cut -c1-300
-fi
-if [[ ${RUN_ATTENTION_AB:-0} == 1 ]]; then
-  # The warpgroup attention kernel against the mma.sync one in BERT-base's whole passes
-  # (warpgroup_attention true / false) at 1 to ATTENTION_AB_MAX_BATCH sequences of 128 and 16
-  # of 8; ATTENTION_AB_TIMEOUT_S bounds it.
-  echo "== warpgroup attention in the pass, A/B (${SECONDS} s)"
-  timeout "${ATTENTION_AB_TIMEOUT_S:-0}" \
-  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models \
-    "${ATTENTION_AB_MAX_BATCH:-128}" --attention-ab \
-    > "$OUT/attention_ab.md" 2> "$OUT/attention_ab.log" || status=1
-  cat "$OUT/attention_ab.md"
-  grep -oE "warpgroup-MMA attention for [^;)]*|no attention step qualifies[^)]*\)" "$OUT/attention_ab.log" |
-    sort | uniq -c | head -5
 fi
 if [[ ${RUN_STAGED_AB:-0} == 1 ]]; then
   # The staged-weights GEMM in whole passes: where it times faster alone (staged_gemm_kernel

@@ -145,7 +145,6 @@ const std::vector<KnownParameter>& Known() {
                              {"always", OwnKernelMode::kAlways},
                              {"off", OwnKernelMode::kOff}},
                             &ModelOptions::two_stream_halves),
-      Boolean("warpgroup_attention", &ModelOptions::warpgroup_attention),
       Boolean("check_kernels_in_pass", &ModelOptions::check_kernels_in_pass),
       Integer<int>("gpu_device", "an integer >= 0", 0, &ModelOptions::gpu_device),
       Integer<std::size_t>("cublaslt_workspace_bytes", "an integer > 0", 1,

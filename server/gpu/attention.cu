@@ -5,7 +5,6 @@
 #include <type_traits>
 
 #include "gpu/attention.h"
-#include "gpu/attention_device.cuh"
 #include "gpu/attention_layout.h"
 #include "gpu/kernels_device.cuh"
 #include "gpu/tensor_core_device.cuh"
@@ -22,7 +21,9 @@ constexpr int kKeyTile = kWarp;
 constexpr int kMaxHeadDim = static_cast<int>(kAttentionMaxHeadDim);
 // Accumulator elements per lane: lane i holds output dims i, i + 32, ...
 constexpr int kPerLane = kMaxHeadDim / kWarp;
-using attention_tile::kMaxBlocksPerHead;
+// Work items are spread over at most this many blocks per head (a grid-stride loop does the
+// rest): enough to fill every SM, without launching blocks that only find nothing to do.
+constexpr std::int64_t kMaxBlocksPerHead = 1024;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kRoundsPerItem = kAttentionQueriesPerItem / kQueriesPerRound;
 
@@ -138,11 +139,14 @@ __global__ void __launch_bounds__(kThreads)
 // registers.
 namespace tensor_core {
 
-using attention_tile::kRows;
-using attention_tile::kThreads;
-using attention_tile::kVec;
-using attention_tile::kWarps;
+constexpr int kWarps = 4;
+constexpr int kRows = 16;                       // query rows per warp: mma's m
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kVec = 8;                         // halves per 16-byte vector (a "chunk")
+static_assert(kWarps * kRows == kAttentionQueriesPerItem, "one block covers one work item");
+
 using attention_layout::SharedTile;
+static_assert(kVec == attention_layout::kChunkHalves, "a copy moves one chunk");
 
 __device__ __forceinline__ std::uint32_t Load32(const std::uint16_t* p) {
   return *reinterpret_cast<const std::uint32_t*>(p);
@@ -184,6 +188,8 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   // once the last tile is done.
   constexpr bool kStageQueries = (4 * kKeys + kItemRows) * kStride * 2 <= 48 * 1024;
   static_assert(2 * kKeys >= kItemRows, "the output tile fits in the key stages");
+  constexpr int kCopyVecs = kKeys * kRowVecs;  // 16-byte copies of K (and of V) a tile
+  constexpr int kCopiesPerThread = (kCopyVecs + kThreads - 1) / kThreads;
   // Two stages: the copy of tile i + 1 runs while the warps compute on tile i.
   __shared__ __align__(128) std::uint16_t k_s[2][kKeys * kStride];
   __shared__ __align__(128) std::uint16_t v_s[2][kKeys * kStride];
@@ -191,6 +197,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   WaitForPriorKernel();
   AllowDependentLaunch();
 
+  const std::int32_t* work = batch + 1;
   const std::int64_t width = static_cast<std::int64_t>(num_heads) * kHeadDim;
   const std::int64_t stride = 3 * width;
   // Heads in x, items in y: blocks start in linear order, x first, so every head's first
@@ -201,24 +208,48 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
   const auto* in = reinterpret_cast<const std::uint16_t*>(qkv);
   auto* dst = reinterpret_cast<std::uint16_t*>(out);
   const int warp = threadIdx.x / kWarp;
-  const attention_tile::LaneRoles lane;
-  const int g = lane.g;
-  const int t = lane.t;
-  const int tile_row = lane.tile_row;
-  const int tile = lane.tile;
+  const int lane = threadIdx.x % kWarp;
+  const int g = lane / 4;  // mma fragment row group
+  const int t = lane % 4;  // and the thread's column pair within it
+  // ldmatrix: the row this lane addresses within its 8×8 tile, and which tile.
+  const int tile_row = lane % 8;
+  const int tile = lane / 8;
 
-  attention_tile::ItemWalk items(batch);
-  std::int64_t begin = 0;
-  int length = 0;
-  int item_q0 = 0;
-  while (items.Next(&begin, &length, &item_q0)) {
+  // The first item is read alongside the item count rather than after it: the grid has at
+  // most max_tokens blocks, so its slot lies inside the buffer whether or not it is in use.
+  int3 next = make_int3(work[kAttentionItemInts * blockIdx.y],
+                        work[kAttentionItemInts * blockIdx.y + 1],
+                        work[kAttentionItemInts * blockIdx.y + 2]);
+  const int items = batch[0];
+  for (int item = blockIdx.y; item < items; item += gridDim.y) {
+    const std::int64_t begin = next.x;
+    const int length = next.y;
+    const int item_q0 = next.z;
     const int q0 = item_q0 + warp * kRows;
+    if (item + static_cast<int>(gridDim.y) < items) {
+      const std::int32_t* w = work + kAttentionItemInts * (item + gridDim.y);
+      next = make_int3(w[0], w[1], w[2]);
+    }
     const bool warp_active = q0 < length;  // block-uniform loop below, warp-uniform compute
     const std::uint16_t* keys = in + begin * stride + width + head;
     const std::uint16_t* values = keys + width;
     auto load_tile = [&](int key0, int stage) {
-      attention_tile::CopyKeyValueTile<Tile, kKeys, kRowVecs>(k_s[stage], v_s[stage], keys,
-                                                             values, key0, length, stride);
+      // A fixed number of copies a thread, unrolled: no loop test or index arithmetic beyond
+      // what the constants leave (where a row's vectors divide the block, each thread keeps
+      // one column and steps down the rows).
+#pragma unroll
+      for (int it = 0; it < kCopiesPerThread; ++it) {
+        const int e = threadIdx.x + it * kThreads;
+        if (kCopyVecs % kThreads != 0 && e >= kCopyVecs) break;
+        const int j = e / kRowVecs;
+        const int chunk = e % kRowVecs;
+        // Keys past the end are zeros: their p is 0, and 0·V must not meet garbage (NaN).
+        const bool valid = key0 + j < length;
+        const std::int64_t offset = valid ? (key0 + j) * stride + chunk * kVec : 0;
+        CopyAsync16(&k_s[stage][Tile::Offset(j, chunk)], keys + offset, valid);
+        CopyAsync16(&v_s[stage][Tile::Offset(j, chunk)], values + offset, valid);
+      }
+      CommitCopies();
     };
     __syncthreads();  // the previous item's warps are done with both stages and the queries
     // This warp's 16 query rows as A fragments, in registers where the queries are not staged;
@@ -290,19 +321,121 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 4 : 1)
             Mma<T>::Run(s[n + 1], q_frag, b[2], b[3]);
           }
         }
-        attention_tile::SoftmaxAndAccumulate<T, Tile, kKeys, kDimTiles>(
-            s, o, m, l, key0, length, scale_log2, v_s[stage], lane);
+        // The softmax works on raw scores: the scale is positive, so the max comes first and
+        // the scale goes into the exp2's argument as one fma (FlashAttention-2's order), and
+        // only a partial tile is masked. This and the loop's other savings (row sums across
+        // the quad once, at the end; no rescale of the first tile's zeros; unrolled copies)
+        // cut the PTX by 16 % and head_dim 48's spills to none, but not the time at 128
+        // sequences (46.5 µs against 46.2, bench/RESULTS.md): issue slots were not the bound.
+        if (key0 + kKeys > length) {  // block-uniform: only a sequence's last tile is partial
+#pragma unroll
+          for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              if (key0 + n * 8 + 2 * t + (e & 1) >= length) s[n][e] = -INFINITY;
+            }
+          }
+        }
+        float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
+        }
+        float correction[2];
+        float neg_max[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 1));
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 2));
+          // The tile holds key0 < length, so the max is finite and exp2(-inf) gives 0 on entry.
+          const float m_new = fmaxf(m[r], tile_max[r] * scale_log2);
+          correction[r] = exp2f(m[r] - m_new);
+          m[r] = m_new;
+          neg_max[r] = -m_new;
+          l[r] *= correction[r];
+        }
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[n][e] = exp2f(fmaf(s[n][e], scale_log2, neg_max[e / 2]));
+            l[e / 2] += s[n][e];
+          }
+        }
+        if (key0 > 0) {  // the first tile finds o all zeros: nothing to rescale
+#pragma unroll
+          for (int n = 0; n < kDimTiles; ++n) {
+            o[n][0] *= correction[0];
+            o[n][1] *= correction[0];
+            o[n][2] *= correction[1];
+            o[n][3] *= correction[1];
+          }
+        }
+        // P·V, 16 keys a step: S's accumulators of key tiles 2k, 2k+1 are P's A fragment.
+#pragma unroll
+        for (int k = 0; k < kKeys / 16; ++k) {
+          const std::uint32_t p[4] = {Mma<T>::Pack(s[2 * k][0], s[2 * k][1]),
+                                      Mma<T>::Pack(s[2 * k][2], s[2 * k][3]),
+                                      Mma<T>::Pack(s[2 * k + 1][0], s[2 * k + 1][1]),
+                                      Mma<T>::Pack(s[2 * k + 1][2], s[2 * k + 1][3])};
+#pragma unroll
+          for (int n = 0; n < kDimTiles; n += 2) {
+            // Tiles: dims of n (keys lo, hi), then dims of n + 1 (keys lo, hi), transposed.
+            std::uint32_t b[4];
+            LoadTilesTransposed(
+                b, &v_s[stage][Tile::Offset(k * 16 + (tile % 2) * 8 + tile_row, n + tile / 2)]);
+            Mma<T>::Run(o[n], p, b[0], b[1]);
+            Mma<T>::Run(o[n + 1], p, b[2], b[3]);
+          }
+        }
       }
       __syncthreads();  // done with this stage before the next iteration's copy overwrites it
     }
     if (!warp_active) continue;
-    // The warp's rows go out through its own 16 rows of the (now free) key stages.
-    attention_tile::StoreOutputRows<T, Tile, kDimTiles, kRowVecs>(o, l, &k_s[0][0], dst, begin,
-                                                                   q0, length, width, head, lane);
+    // The warp's rows into its own 16 rows of the (now free) key stages, then out in 16-byte
+    // vectors. Rows past the end hold 0/0 and are not stored.
+    std::uint16_t* o_s = &k_s[0][0];  // rows warp * kRows on, laid out like a key tile
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
+      l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
+      const float inv = 1.f / l[r];
+#pragma unroll
+      for (int n = 0; n < kDimTiles; ++n) {
+        *reinterpret_cast<std::uint32_t*>(&o_s[Tile::Offset(warp * kRows + g + 8 * r, n) + 2 * t]) =
+            Mma<T>::Pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      }
+    }
+    __syncwarp();
+    for (int e = lane; e < kRows * kRowVecs; e += kWarp) {
+      const int row = e / kRowVecs;
+      const int chunk = e % kRowVecs;
+      if (q0 + row < length) {
+        *reinterpret_cast<uint4*>(dst + (begin + q0 + row) * width + head + chunk * kVec) =
+            *reinterpret_cast<const uint4*>(&o_s[Tile::Offset(warp * kRows + row, chunk)]);
+      }
+    }
   }
 }
 
-using attention_tile::Blocks;
+// Blocks per head: enough for the items of `bucket_tokens` tokens in long sequences, plus
+// about kShortItemBlocks over all heads for the extra items of short ones; a grid-stride loop
+// covers batches of more short sequences. The extra blocks find nothing to do when the
+// sequences are long, and each still has to be started: one sequence of 128 at 12 heads had
+// 128 of them a head (1,536 empty blocks beside 24 working ones).
+constexpr std::int64_t kShortItemBlocks = 512;  // ~4 resident blocks on each of 132 SMs
+
+unsigned Blocks(std::int64_t bucket_tokens, int num_heads) {
+  std::int64_t blocks = (bucket_tokens + kAttentionQueriesPerItem - 1) / kAttentionQueriesPerItem;
+  const std::int64_t short_blocks = (kShortItemBlocks + num_heads - 1) / num_heads;
+  blocks += bucket_tokens < short_blocks ? bucket_tokens : short_blocks;
+  // Never more than the bucket's tokens: that many items at most (each covers a token), and
+  // the bound that keeps each block's first-item read inside the work buffer (LaunchAttention).
+  // Without it a bucket of 1 to ~43 tokens at the buffer's capacity read past its end.
+  if (blocks > bucket_tokens) blocks = bucket_tokens;
+  return static_cast<unsigned>(blocks < kMaxBlocksPerHead ? blocks : kMaxBlocksPerHead);
+}
 
 template <typename T, int kHeadDim>
 cudaError_t Launch(const void* qkv, void* out, const std::int32_t* batch,
@@ -320,7 +453,9 @@ template <typename T>
 cudaError_t Dispatch(const void* qkv, void* out, const std::int32_t* batch,
                      std::int64_t bucket_tokens, int num_heads, int head_dim, bool programmatic,
                      cudaStream_t stream) {
-  const float scale_log2 = attention_tile::ScaleLog2(head_dim);
+  // softmax(x·scale) = 2^(x·scale·log2 e) / Σ: the kernel works in the exp2 domain.
+  const float scale_log2 =
+      static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
   switch (head_dim) {
 #define LTSERVE_ATTENTION_HEAD_DIM(D) \
   case D:                              \
@@ -355,18 +490,11 @@ cudaError_t Attention(const void* qkv, void* out, const std::int32_t* batch,
 
 }  // namespace
 
-bool AttentionWarpgroupSupports(int sm_major, std::int64_t head_dim, ElemType type) {
-  return sm_major == 9 && head_dim == attention_tile::kWarpgroupHeadDim && type != ElemType::kFp32;
-}
-
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                            bool programmatic, cudaStream_t stream, AttentionKernelKind kind) {
+                            bool programmatic, cudaStream_t stream) {
   if (head_dim < 1 || head_dim > kAttentionMaxHeadDim || num_heads < 1 || num_heads > 65535) {
-    return cudaErrorInvalidValue;
-  }
-  if (kind == AttentionKernelKind::kWarpgroupMma && !AttentionWarpgroupSupports(9, head_dim, type)) {
     return cudaErrorInvalidValue;
   }
   // Blocks read their first work item's slot before the item count, which is inside the
@@ -375,14 +503,6 @@ cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batc
   if (bucket_tokens < 1) return cudaSuccess;
   const int heads = static_cast<int>(num_heads);
   const int dim = static_cast<int>(head_dim);
-  if (kind == AttentionKernelKind::kWarpgroupMma) {
-    const float scale_log2 = attention_tile::ScaleLog2(dim);
-    return type == ElemType::kBf16
-               ? attention_tile::LaunchWarpgroupAttention<__nv_bfloat16>(
-                     qkv, out, batch, bucket_tokens, heads, scale_log2, programmatic, stream)
-               : attention_tile::LaunchWarpgroupAttention<__half>(
-                     qkv, out, batch, bucket_tokens, heads, scale_log2, programmatic, stream);
-  }
   switch (type) {
     case ElemType::kFp32:
       return Attention<float>(qkv, out, batch, bucket_tokens, heads, dim, programmatic, stream);

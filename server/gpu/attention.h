@@ -2,13 +2,10 @@
 // per sequence and head in one pass per block of queries (online softmax with an fp32 running
 // max, sum and accumulator), so the score matrix never reaches memory.
 //
-// Kernels (attention.cu): for bf16/fp16 with head_dim a multiple of 16 up to 128, a
+// Two kernels (attention.cu): for bf16/fp16 with head_dim a multiple of 16 up to 128, a
 // flash-attention kernel on tensor cores (mma.sync m16n8k16, fp32 accumulation, K and V tiles
 // staged in shared memory and shared by the block's four warps); for everything else (fp32,
-// odd head dims) a CUDA-core kernel that keeps the whole computation in fp32. On Hopper, at
-// head_dim 64 (BERT-family heads), a variant of the tensor-core kernel computes q·kᵀ with the
-// block's warpgroup MMAs instead, the next key tile's scores in flight while the warps do
-// this tile's softmax and P·V (attention_sm90a.cu).
+// odd head dims) a CUDA-core kernel that keeps the whole computation in fp32.
 //
 // Which sequences a batch holds is data, not launch configuration: the kernel reads the
 // sequence offsets and its work list from a device buffer (attention_batch.h) that the host
@@ -42,11 +39,6 @@ constexpr std::int64_t AttentionBatchInts(std::int64_t max_tokens) {
   return 1 + kAttentionItemInts * max_tokens;
 }
 
-// Which tensor-core kernel runs a bf16/fp16 launch: mma.sync throughout (every GPU since
-// sm_80), or q·kᵀ by warpgroup MMAs (compute capability 9.x, head_dim 64 only).
-enum class AttentionKernelKind { kWarpMma, kWarpgroupMma };
-bool AttentionWarpgroupSupports(int sm_major, std::int64_t head_dim, ElemType type);
-
 // out[t, h·head_dim + i] = Σ_j softmax_j(q_t·k_j / √head_dim) · v_j[i] over the keys j of t's
 // sequence, for every token t of the batch described by `batch` (device memory, the layout
 // above). `qkv` is [tokens, 3·num_heads·head_dim] (q | k | v, heads contiguous within each),
@@ -54,12 +46,9 @@ bool AttentionWarpgroupSupports(int sm_major, std::int64_t head_dim, ElemType ty
 // `bucket_tokens` bounds the tokens of any batch this launch will see (it sizes the grid);
 // cudaErrorInvalidValue when it exceeds the buffer's capacity `max_tokens`. `programmatic`:
 // launched to overlap the kernel before it (programmatic dependent launch, sm_90+ only).
-// `kind` kWarpgroupMma where AttentionWarpgroupSupports does not hold for head_dim and type:
-// cudaErrorInvalidValue (on a GPU other than 9.x the launch itself fails).
 cudaError_t LaunchAttention(const void* qkv, void* out, const std::int32_t* batch,
                             std::int64_t max_tokens, std::int64_t bucket_tokens,
                             std::int64_t num_heads, std::int64_t head_dim, ElemType type,
-                            bool programmatic, cudaStream_t stream,
-                            AttentionKernelKind kind = AttentionKernelKind::kWarpMma);
+                            bool programmatic, cudaStream_t stream);
 
 }  // namespace ltserve::gpu

@@ -97,14 +97,6 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   return state;
 }
 
-AttentionKernelKind DeviceState::AttentionKind(const AttentionStep& step) const {
-  const GpuModelOptions& options = model_->options();
-  return options.warpgroup_attention &&
-                 AttentionWarpgroupSupports(sm_major_, step.head_dim, StorageType(options.precision))
-             ? AttentionKernelKind::kWarpgroupMma
-             : AttentionKernelKind::kWarpMma;
-}
-
 Status DeviceState::CreateGemms() {
   const GpuModel& model = *model_;
   gemms_.clear();
@@ -407,7 +399,7 @@ Status DeviceState::RunStepsSplit(std::size_t bucket, std::size_t half,
       LTSERVE_CUDA_RETURN_IF_ERROR(LaunchAttention(
           Value(attention->qkv), Value(attention->output), attention_batch_->device(),
           attention_batch_->max_tokens(), rows, attention->num_heads, attention->head_dim,
-          storage, programmatic, stream(), AttentionKind(*attention)));
+          storage, programmatic, stream()));
     } else if (const auto* embed = std::get_if<EmbedStep>(&step)) {
       LTSERVE_RETURN_IF_ERROR(RunEmbed(*embed, bucket));
     } else if (const auto* pool = std::get_if<PoolStep>(&step)) {

@@ -28,7 +28,6 @@
 
 #include "common/status.h"
 #include "gpu/algo_cache.h"
-#include "gpu/attention.h"
 #include "gpu/attention_batch.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/gemm.h"
@@ -116,9 +115,6 @@ class DeviceState {
     lane.programmatic = Programmatic(bucket);
     return lane;
   }
-  // Which tensor-core kernel an attention step runs: warpgroup MMAs where the
-  // warpgroup_attention option asks for them and the GPU, head size and type allow.
-  AttentionKernelKind AttentionKind(const AttentionStep& step) const;
   // Whether a pass of `bucket` launches its own kernels programmatically.
   bool Programmatic(std::size_t bucket) const { return programmatic_ && model_->ProgrammaticAt(bucket); }
   // One cuBLASLt descriptor per GEMM step and bucket, with the model's algorithms when tuned.

@@ -766,22 +766,6 @@ Result<std::shared_ptr<const GpuModel>> DeviceState::Tune(std::shared_ptr<const 
         seconds + " s");
   }
   for (std::string& note : OwnKernelNotes(*model, tuning)) tuning.notes.push_back(std::move(note));
-  if (options.warpgroup_attention) {
-    int warpgroup = 0;
-    int attention = 0;
-    for (const Step& step : tuning.steps) {
-      if (const auto* a = std::get_if<AttentionStep>(&step); a != nullptr) {
-        ++attention;
-        if (state->AttentionKind(*a) == AttentionKernelKind::kWarpgroupMma) ++warpgroup;
-      }
-    }
-    tuning.notes.push_back(
-        warpgroup > 0 ? "warpgroup-MMA attention for " + std::to_string(warpgroup) + " of " +
-                            std::to_string(attention) + " attention steps"
-                      : "warpgroup_attention: no attention step qualifies (it needs compute "
-                        "capability 9.x, bf16 or fp16 and heads of 64; this GPU is sm_" +
-                            std::to_string(state->sm_major_) + ")");
-  }
   if (!state->own_kernel_failure_.empty()) {
     tuning.notes.push_back("an own GEMM kernel failed to run and was left out (first failure: " +
                            state->own_kernel_failure_ + ")");

@@ -1,7 +1,6 @@
-// Device-side building blocks of the Hopper warpgroup kernels (staged_gemm.cu,
-// attention_sm90a.cu): shared-memory matrix descriptors for tiles laid out with the 128-byte
-// swizzle (by the copy engine, or by the attention kernel's own copies), and the asynchronous
-// warpgroup multiply-accumulate (wgmma) with fp32 accumulators. wgmma exists only
+// Device-side building blocks of the Hopper warpgroup GEMM (staged_gemm.cu): shared-memory
+// matrix descriptors for tiles the copy engine wrote with the 128-byte swizzle, and the
+// asynchronous warpgroup multiply-accumulate (wgmma) with fp32 accumulators. wgmma exists only
 // in the sm_90a target (not sm_90, not later GPUs), so everything here compiles only there
 // (__CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
@@ -34,12 +33,6 @@ __device__ __forceinline__ std::uint64_t SwizzledTileDescriptor(const void* tile
          (std::uint64_t{kSwizzleAtomBytes >> 4} << 32) | (std::uint64_t{1} << 62);
 }
 
-// Makes this thread's earlier writes to shared memory through ordinary stores or cp.async (the
-// generic proxy) visible to later wgmma reads (the async proxy); a barrier after it extends that
-// to the block's other threads. Tiles the copy engine wrote need no such fence.
-__device__ __forceinline__ void FenceSharedForWarpgroupMma() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 // Orders this warpgroup's earlier register and shared-memory accesses before the wgmmas that
 // follow (required before the first wgmma touching the accumulators).
 __device__ __forceinline__ void WarpgroupFence() {

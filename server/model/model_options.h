@@ -95,9 +95,6 @@ struct ModelOptions {
   // the SMs the other half's tails leave idle (gpu/device_state.h). Needs a bucket of exactly
   // half the rows, whose kernels each half runs.
   OwnKernelMode two_stream_halves = OwnKernelMode::kAuto;
-  // GPU path, compute capability 9.x, bf16/fp16 heads of 64: attention's q·kᵀ on warpgroup
-  // MMAs, the next key tile's scores in flight during this tile's softmax (gpu/attention.h).
-  bool warpgroup_attention = false;
   // GPU path: the own-kernel choices above (small-batch, split-K), made one GEMM at a time
   // with the L2 emptied, are then checked in whole passes of each bucket where they compete:
   // each layer shape's choice is flipped to the runner-up of the other side (cuBLASLt or the

@@ -42,7 +42,6 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"gemm_layernorm_kernel", "auto"},
                                         {"streaming_layernorm_kernel", "off"},
                                         {"two_stream_halves", "always"},
-                                        {"warpgroup_attention", "true"},
                                         {"check_kernels_in_pass", "false"},
                                         {"gpu_device", "2"},
                                         {"cublaslt_workspace_bytes", "4096"},
@@ -69,7 +68,6 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->gemm_layernorm, OwnKernelMode::kAuto);
   EXPECT_EQ(options->streaming_layernorm, OwnKernelMode::kOff);
   EXPECT_EQ(options->two_stream_halves, OwnKernelMode::kAlways);
-  EXPECT_TRUE(options->warpgroup_attention);
   EXPECT_FALSE(options->check_kernels_in_pass);
   EXPECT_EQ(options->gpu_device, 2);
   EXPECT_EQ(options->workspace_bytes, 4096u);
@@ -140,7 +138,6 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"gemm_layernorm_kernel", "fused"}, {"streaming_layernorm_kernel", "streaming"},
       {"two_stream_halves", "two"},     {"gemm_search", "exhaustive"},
       {"check_kernels_in_pass", "yes"},  {"staged_gemm_kernel", "wgmma"},
-      {"warpgroup_attention", "on"},
       {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
       {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {

@@ -2,8 +2,7 @@
 // sequences and a few long ones, so that each block's grid-stride loop walks several work
 // items and the sequences cross the 64-query items and 64- and 32-key tiles, against a
 // double-precision reference of softmax(q·kᵀ/√d)·v per sequence and head, into poisoned outputs
-// with a guard band; a rerun bit-equal; what the launcher refuses. The warpgroup kernel
-// (Hopper, heads of 64) the same way, where the GPU has it.
+// with a guard band; a rerun bit-equal; what the launcher refuses.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -51,17 +50,11 @@ std::vector<std::int32_t> Lengths() {
   return lengths;
 }
 
-int ComputeCapabilityMajor() {
-  int device = 0;
-  int major = 0;
-  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  return major;
-}
+class AttentionLaunchTest : public ::testing::TestWithParam<Case> {};
 
-// Runs `kind` on the many-item batch against the double reference (into a poisoned buffer
-// with a guard band, rerun bit-equal); returns the first run's output bits.
-std::vector<std::uint16_t> CheckManyItems(const Case& c, gpu::AttentionKernelKind kind) {
+TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
   const std::string precision = c.type == ElemType::kBf16 ? "bf16" : "fp16";
   const std::vector<std::int32_t> lengths = Lengths();
   std::int64_t tokens = 0;
@@ -76,7 +69,7 @@ std::vector<std::uint16_t> CheckManyItems(const Case& c, gpu::AttentionKernelKin
   const auto in = b.Value(3 * width);
   b.plan->SetInput(in, plan::InputKind::kTokens);
   b.plan->SetOutput(b.Attention(in, c.heads));
-  EXPECT_TRUE(b.plan->Validate().ok());
+  ASSERT_TRUE(b.plan->Validate().ok());
   const std::vector<double> reference = testing::ReferenceForward(
       *b.plan, qkv, tokens, [&](float v) { return testing::RoundTo(v, precision); }, lengths);
 
@@ -84,49 +77,34 @@ std::vector<std::uint16_t> CheckManyItems(const Case& c, gpu::AttentionKernelKin
   input.Upload(testing::RoundToBits(qkv, c.type));
   // The work items as the executor describes a batch (attention_batch.h).
   auto batch = gpu::AttentionBatch::Create(tokens);
-  if (!batch.ok()) {
-    ADD_FAILURE() << batch.status().ToString();
-    return {};
-  }
-  EXPECT_TRUE(batch.value().Upload(lengths, nullptr).ok());
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_TRUE(batch.value().Upload(lengths, nullptr).ok());
   const std::int32_t* work = batch.value().device();
   std::int32_t items = 0;
-  EXPECT_EQ(cudaMemcpy(&items, work, sizeof(items), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(&items, work, sizeof(items), cudaMemcpyDeviceToHost), cudaSuccess);
 
   std::vector<std::uint16_t> outputs[2];
   for (auto& output : outputs) {
     DeviceHalves out(static_cast<std::size_t>(tokens * width) + kGuard);
     out.Poison();
-    EXPECT_EQ(gpu::LaunchAttention(input.data(), out.data(), work, tokens, tokens, c.heads,
-                                   c.head_dim, c.type, /*programmatic=*/false, nullptr, kind),
+    ASSERT_EQ(gpu::LaunchAttention(input.data(), out.data(), work, tokens, tokens, c.heads,
+                                   c.head_dim, c.type, /*programmatic=*/false, nullptr),
               cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     output = out.Download();
   }
   std::vector<float> values(reference.size());
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = FromBits(outputs[0][i], c.type);
   const double error = testing::RelativeError(values, reference);
-  std::printf("%s%s %ldx%ld, %zu sequences, %ld tokens, %d items a head: relative error %.3g\n",
-              kind == gpu::AttentionKernelKind::kWarpgroupMma ? "warpgroup " : "",
+  std::printf("%s %ldx%ld, %zu sequences, %ld tokens, %d items a head: relative error %.3g\n",
               precision.c_str(), static_cast<long>(c.heads), static_cast<long>(c.head_dim),
               lengths.size(), static_cast<long>(tokens), items, error);
   EXPECT_LE(error, c.type == ElemType::kBf16 ? kTolBf16 : kTolFp16);
   for (std::size_t i = reference.size(); i < outputs[0].size(); ++i) {
-    if (outputs[0][i] != kPoison) {
-      ADD_FAILURE() << "wrote past the output, at element " << i;
-      break;
-    }
+    ASSERT_EQ(outputs[0][i], kPoison) << "wrote past the output, at element " << i;
   }
   // No block depends on another's timing: the same bits again, guard band included.
   EXPECT_TRUE(outputs[0] == outputs[1]) << "a rerun differs";
-  return outputs[0];
-}
-
-class AttentionLaunchTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
-  SKIP_WITHOUT_GPU();
-  CheckManyItems(GetParam(), gpu::AttentionKernelKind::kWarpMma);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -144,26 +122,6 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.type == ElemType::kBf16 ? "_bf16" : "_fp16");
     });
 
-// The warpgroup kernel on the same batches: BERT-base's 12 heads in bf16, 3 in fp16.
-class WarpgroupAttentionTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(WarpgroupAttentionTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
-  SKIP_WITHOUT_GPU();
-  const Case& c = GetParam();
-  if (!gpu::AttentionWarpgroupSupports(ComputeCapabilityMajor(), c.head_dim, c.type)) {
-    GTEST_SKIP() << "the warpgroup kernel needs compute capability 9.x";
-  }
-  CheckManyItems(c, gpu::AttentionKernelKind::kWarpgroupMma);
-}
-
-INSTANTIATE_TEST_SUITE_P(Gpu, WarpgroupAttentionTest,
-                         ::testing::Values(Case{12, 64, ElemType::kBf16},
-                                           Case{3, 64, ElemType::kFp16}),
-                         [](const auto& info) {
-                           return std::to_string(info.param.heads) + "x64" +
-                                  (info.param.type == ElemType::kBf16 ? "_bf16" : "_fp16");
-                         });
-
 // A batch that fills a small work buffer exactly (one sequence of 1, 2 or 3 tokens, capacity
 // the same): one key per query at one token, so the output is V itself; the grid must stay
 // within the buffer, which compute-sanitizer memcheck checks (scripts/gpu.sh,
@@ -173,13 +131,7 @@ TEST(AttentionLaunch, BatchesAtASmallBuffersCapacity) {
   constexpr std::int64_t kHeads = 2;
   constexpr std::int64_t kHeadDim = 64;
   constexpr std::int64_t kWidth = kHeads * kHeadDim;
-  std::vector<gpu::AttentionKernelKind> kinds{gpu::AttentionKernelKind::kWarpMma};
-  if (gpu::AttentionWarpgroupSupports(ComputeCapabilityMajor(), kHeadDim, ElemType::kBf16)) {
-    kinds.push_back(gpu::AttentionKernelKind::kWarpgroupMma);
-  }
-  for (const gpu::AttentionKernelKind kind : kinds)
   for (const std::int32_t tokens : {1, 2, 3}) {
-    SCOPED_TRACE(kind == gpu::AttentionKernelKind::kWarpMma ? "mma.sync kernel" : "warpgroup kernel");
     std::vector<float> qkv = testing::Random(static_cast<std::size_t>(tokens * 3 * kWidth), 3.0f);
     for (float& v : qkv) v = testing::RoundTo(v, "bf16");
     testing::Builder b;
@@ -199,8 +151,7 @@ TEST(AttentionLaunch, BatchesAtASmallBuffersCapacity) {
     DeviceHalves out(static_cast<std::size_t>(tokens * kWidth) + kGuard);
     out.Poison();
     ASSERT_EQ(gpu::LaunchAttention(input.data(), out.data(), batch.value().device(), tokens,
-                                   tokens, kHeads, kHeadDim, ElemType::kBf16, false, nullptr,
-                                   kind),
+                                   tokens, kHeads, kHeadDim, ElemType::kBf16, false, nullptr),
               cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<std::uint16_t> got = out.Download();
@@ -228,16 +179,6 @@ TEST(AttentionLaunch, RefusesWhatItCannotRun) {
   EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 64, 1, 160, ElemType::kBf16,
                                  false, nullptr),
             cudaErrorInvalidValue);
-  // The warpgroup kernel: heads of 64 in a 16-bit type only.
-  EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 64, 2, 128, ElemType::kBf16,
-                                 false, nullptr, gpu::AttentionKernelKind::kWarpgroupMma),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 64, 12, 64, ElemType::kFp32,
-                                 false, nullptr, gpu::AttentionKernelKind::kWarpgroupMma),
-            cudaErrorInvalidValue);
-  EXPECT_FALSE(gpu::AttentionWarpgroupSupports(8, 64, ElemType::kBf16));
-  EXPECT_FALSE(gpu::AttentionWarpgroupSupports(10, 64, ElemType::kBf16));
-  EXPECT_TRUE(gpu::AttentionWarpgroupSupports(9, 64, ElemType::kFp16));
   // An empty bucket launches nothing.
   EXPECT_EQ(gpu::LaunchAttention(nullptr, nullptr, nullptr, 64, 0, 12, 64, ElemType::kBf16,
                                  false, nullptr),

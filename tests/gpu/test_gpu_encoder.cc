@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <iterator>
 #include <map>
 #include <numeric>
@@ -110,18 +109,12 @@ std::vector<float> CheckBatch(ExecutorInstance& instance, const plan::Plan& plan
 // The mixed batch, then each sequence alone: each against the reference, and each alone
 // against its rows of the mixed batch (GEMM algorithms differ between buckets, so the bound
 // is the tolerance, not bit equality; a sequence seeing another's keys would miss it by O(1)).
-// `options` adjusts the model's options; `describe` receives the factory's description.
 void CheckMixedAndAlone(const std::shared_ptr<const plan::Plan>& plan,
                         const std::string& precision, const std::vector<std::int32_t>& lengths,
-                        float input_scale, double tolerance,
-                        const std::function<void(ModelOptions&)>& options = {},
-                        std::string* describe = nullptr) {
-  ModelSpec spec = TokenSpec(*plan, precision);
-  if (options) options(spec.options);
-  auto factory = TokenFactory(plan, spec);
+                        float input_scale, double tolerance) {
+  auto factory = TokenFactory(plan, TokenSpec(*plan, precision));
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   std::printf("%s\n", factory.value()->Describe().c_str());
-  if (describe != nullptr) *describe = factory.value()->Describe();
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
   const std::int64_t tokens = Sum(lengths);
@@ -272,32 +265,6 @@ INSTANTIATE_TEST_SUITE_P(Gpu, EncoderLayerTest, ::testing::ValuesIn(LayerCases()
                                   "_" + plan::ActivationName(c.activation) +
                                   (c.norm_first ? "_norm_first_" : "_post_norm_") + c.precision;
                          });
-
-// Attention's q·kᵀ on warpgroup MMAs (warpgroup_attention true): the attention alone with
-// BERT-base's 12 heads of 64 in bf16 and 3 in fp16, and BERT-base's layer in bf16, on mixed
-// lengths against the reference. The load log names the kernel where the GPU runs it (compute
-// capability 9.x) and says why not elsewhere, where the kernels are then the defaults.
-TEST(GpuEncoder, WarpgroupAttentionMatchesTheReference) {
-  SKIP_WITHOUT_GPU();
-  const auto warpgroup = [](ModelOptions& o) { o.warpgroup_attention = true; };
-  const std::vector<std::int32_t> lengths{1, 2, 15, 17, 31, 33, 64, 65, 100, 127, 128, 129, 511};
-  std::string describe;
-  CheckMixedAndAlone(AttentionPlan(12, 64), "bf16", lengths, 3.0f, kTolAttentionBf16, warpgroup,
-                     &describe);
-  const bool supported = describe.find("no attention step qualifies") == std::string::npos;
-  EXPECT_NE(describe.find(supported ? "warpgroup-MMA attention for 1 of 1 attention steps"
-                                    : "it needs compute capability 9.x"),
-            std::string::npos)
-      << describe;
-  CheckMixedAndAlone(AttentionPlan(3, 64), "fp16", lengths, 3.0f, kTolAttentionBf16, warpgroup);
-  CheckMixedAndAlone(EncoderLayerPlan({768, 12, 3072, Activation::kGeluErf, false, "bf16"}),
-                     "bf16", MixedLengths(768), 1.0f, kTolLayerBf16, warpgroup, &describe);
-  // Heads of 64 in fp32 stay on the CUDA-core kernel.
-  CheckMixedAndAlone(AttentionPlan(2, 64), "fp32", {1, 65, 130}, 3.0f, kTolAttentionFp32,
-                     warpgroup, &describe);
-  EXPECT_NE(describe.find("no attention step qualifies"), std::string::npos) << describe;
-  if (!supported) GTEST_SKIP() << "the warpgroup kernel needs compute capability 9.x";
-}
 
 // BERT-base's width at its longest sequence, once (the double reference takes seconds here).
 TEST(GpuEncoder, Bf16LayerOfWidth768MatchesReferenceAt512Tokens) {
