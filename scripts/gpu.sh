@@ -73,6 +73,8 @@ mkdir -p build-gpu-only
   python3 bench/export_bench_models.py build-gpu-only/bench_models > "$OUT/export.log" 2>&1 || status=1
 if [[ ${RUN_BENCH:-1} == 1 ]]; then
   echo "== benchmark (${SECONDS} s)"
+  # BENCH_TIMEOUT_S (0: none) bounds it; the rows printed so far are kept.
+  timeout "${BENCH_TIMEOUT_S:-0}" \
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models ${BENCH_MAX_BATCH:-8192} \
     > "$OUT/bench.md" 2> "$OUT/bench.log" || status=1
   cat "$OUT/bench.log" "$OUT/bench.md"
