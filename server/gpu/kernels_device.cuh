@@ -31,6 +31,19 @@ __device__ __forceinline__ void PrefetchToL2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+// A LayerNorm's gamma and beta (fp32, `width` each; either may be null) asked of the L2, one
+// request a 128-byte line, spread over threads `thread` of `threads`: weights, so requested
+// before WaitForPriorKernel by the kernels that apply them after a row's reductions.
+__device__ __forceinline__ void PrefetchAffineToL2(const float* gamma, const float* beta, int width,
+                                                   int thread, int threads) {
+  constexpr int kFloatsPerLine = 32;
+  const int lines = (width + kFloatsPerLine - 1) / kFloatsPerLine;
+  for (int i = thread; i < 2 * lines; i += threads) {
+    const float* v = i < lines ? gamma : beta;
+    if (v != nullptr) PrefetchToL2(v + (i % lines) * kFloatsPerLine);
+  }
+}
+
 // Lets the kernel after this one on the stream (if launched programmatically) start once every
 // block of this grid has called it, rather than when they exit: its prologue (weight loads
 // that do not depend on this kernel) then overlaps this kernel's main loop. Its own

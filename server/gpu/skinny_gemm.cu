@@ -174,12 +174,7 @@ __device__ __forceinline__ void PrefetchEpilogueInputs(const Epilogue& e, int bl
     if (n < n_total) PrefetchToL2(static_cast<const T*>(e.bias) + n);
   }
   if constexpr (kLayerNorm) {
-    constexpr int kFloatsPerLine = 32;
-    const int lines = (n_total + kFloatsPerLine - 1) / kFloatsPerLine;
-    for (int i = threadIdx.x; i < 2 * lines; i += kThreads) {
-      const float* v = i < lines ? e.gamma : e.beta;
-      if (v != nullptr) PrefetchToL2(v + (i % lines) * kFloatsPerLine);
-    }
+    PrefetchAffineToL2(e.gamma, e.beta, n_total, static_cast<int>(threadIdx.x), kThreads);
   }
 }
 
