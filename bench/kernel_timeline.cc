@@ -37,10 +37,23 @@ void CUPTIAPI BufferCompleted(CUcontext context, std::uint32_t stream_id, std::u
   std::lock_guard<std::mutex> lock(g_mutex);
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      const auto* memset = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      g_spans.push_back(KernelSpan{"memset of " + std::to_string(memset->bytes) + " bytes",
+                                   memset->start, memset->end, memset->correlationId});
+      continue;
+    }
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* kernel = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    g_spans.push_back(KernelSpan{ShortKernelName(kernel->name), kernel->start, kernel->end,
-                                 kernel->correlationId});
+    KernelSpan span{ShortKernelName(kernel->name), kernel->start, kernel->end,
+                    kernel->correlationId};
+    span.blocks = std::int64_t{kernel->gridX} * kernel->gridY * kernel->gridZ;
+    span.threads = kernel->blockX * kernel->blockY * kernel->blockZ;
+    span.shared_bytes = kernel->staticSharedMemory + kernel->dynamicSharedMemory;
+    span.carveout_bytes = kernel->sharedMemoryExecuted;
+    span.cluster = static_cast<int>(std::max(1u, kernel->clusterX) * std::max(1u, kernel->clusterY) *
+                                    std::max(1u, kernel->clusterZ));
+    g_spans.push_back(std::move(span));
   }
   std::size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS) {
@@ -116,6 +129,12 @@ ltserve::Status StartKernelTimeline() {
       !status.ok()) {
     return status;
   }
+  if (auto status = CuptiStatus(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET),
+                                "cuptiActivityEnable (memsets)");
+      !status.ok()) {
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    return status;
+  }
   g_recording = true;
   return ltserve::Status::Ok();
 #else
@@ -133,8 +152,13 @@ ltserve::Result<std::vector<KernelSpan>> StopKernelTimeline() {
   // The buffers are completed (and BufferCompleted takes the lock) inside the flush.
   const ltserve::Status flushed =
       CuptiStatus(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
-  const ltserve::Status disabled =
+  ltserve::Status disabled =
       CuptiStatus(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable");
+  if (const ltserve::Status memsets = CuptiStatus(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET),
+                                                  "cuptiActivityDisable (memsets)");
+      disabled.ok()) {
+    disabled = memsets;
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
   g_recording = false;
   if (!flushed.ok()) return flushed;
@@ -198,7 +222,8 @@ void PrintKernelTimeline(const std::vector<KernelSpan>& spans, std::size_t min_k
   std::printf("%zu launches of %zu kernels: wall %.1f / %.1f / %.1f µs (min / median / max); the "
               "median one:\n\n", summary.launches, summary.median.size(), summary.min_wall_us,
               summary.median_wall_us, summary.max_wall_us);
-  std::printf("| # | kernel | start µs | µs | gap µs |\n|---:|---|---:|---:|---:|\n");
+  std::printf("| # | kernel | start µs | µs | gap µs | blocks x threads | cluster | shared KB a block "
+              "| carveout KB |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
   const std::uint64_t origin = summary.median.front().start_ns;
   std::map<std::string, std::pair<int, double>> by_name;
   for (std::size_t i = 0; i < summary.median.size(); ++i) {
@@ -207,8 +232,10 @@ void PrintKernelTimeline(const std::vector<KernelSpan>& spans, std::size_t min_k
     const double gap_us =
         i == 0 ? 0.0
                : (static_cast<double>(k.start_ns) - static_cast<double>(summary.median[i - 1].end_ns)) / 1e3;
-    std::printf("| %zu | %s | %.2f | %.2f | %.2f |\n", i, k.name.c_str(),
-                static_cast<double>(k.start_ns - origin) / 1e3, us, gap_us);
+    std::printf("| %zu | %s | %.2f | %.2f | %.2f | %lld x %d | %d | %.1f | %.0f |\n", i,
+                k.name.c_str(), static_cast<double>(k.start_ns - origin) / 1e3, us, gap_us,
+                static_cast<long long>(k.blocks), k.threads, k.cluster, k.shared_bytes / 1024.0,
+                k.carveout_bytes / 1024.0);
     auto& [count, total] = by_name[k.name];
     ++count;
     total += us;

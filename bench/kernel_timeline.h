@@ -21,6 +21,14 @@ struct KernelSpan {
   std::uint64_t end_ns = 0;
   // The launch it belongs to: every kernel of one graph launch shares its correlation id.
   std::uint32_t correlation = 0;
+  // How it ran: blocks in the grid, threads a block, shared memory a block (static and
+  // dynamic), the SM's shared-memory carveout it executed with, and blocks a cluster (1
+  // without clusters). All zero for a memset, whose name says so and its bytes.
+  std::int64_t blocks = 0;
+  int threads = 0;
+  int shared_bytes = 0;
+  std::uint32_t carveout_bytes = 0;
+  int cluster = 0;
 };
 
 // A kernel's name for a table: demangled, without its return type, namespaces and parameters,
@@ -31,7 +39,8 @@ std::string ShortKernelName(const char* mangled);
 // Whether this build can record (it was built with CUPTI); false says why in `reason`.
 bool KernelTimelineAvailable(std::string* reason);
 
-// Starts recording kernel activity; FailedPrecondition without CUPTI or while recording.
+// Starts recording kernel activity (and memsets, which a graph's nodes may hold between
+// kernels); FailedPrecondition without CUPTI or while recording.
 ltserve::Status StartKernelTimeline();
 // Stops, flushes and returns what ran since Start, in start order. Records CUPTI dropped (its
 // buffers full) make it an error rather than a table with holes.
