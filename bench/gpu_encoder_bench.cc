@@ -497,7 +497,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--carveout-max-shared] | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--carveout-max-shared | --cublaslt-workspace BYTES] | --workspace-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -506,8 +506,13 @@ int main(int argc, char** argv) {
       argc > 4 && std::string(argv[3]) == "--timeline" ? std::stoll(argv[4]) : 0;
   // --timeline BATCH --carveout-max-shared: the same pass with our kernels asking for the
   // largest shared-memory carveout (gpu/kernels.h), set before the model loads.
+  // --timeline BATCH --cublaslt-workspace BYTES: the pass with that workspace.
+  std::optional<std::size_t> timeline_workspace;
   if (timeline_batch > 0 && argc > 5 && std::string(argv[5]) == "--carveout-max-shared") {
     ltserve::gpu::SetPreferMaxSharedCarveout(true);
+  }
+  if (timeline_batch > 0 && argc > 6 && std::string(argv[5]) == "--cublaslt-workspace") {
+    timeline_workspace = static_cast<std::size_t>(std::stoull(argv[6]));
   }
   std::string reason;
   if (!ltserve::GpuAvailable(&reason) || !torch::cuda::is_available()) {
@@ -533,6 +538,7 @@ int main(int argc, char** argv) {
     spec.outputs = {{"y", ltserve::DataType::kBf16, {-1, d}}};
     spec.options.precision = ltserve::Precision::kBf16;
     spec.options.max_tokens_per_batch = max_batch * kSeq;
+    if (timeline_workspace.has_value()) spec.options.workspace_bytes = *timeline_workspace;
     auto tokens = ltserve::MakeTokenLayout(spec, std::nullopt);
     if (!tokens.ok()) {
       std::fprintf(stderr, "token layout: %s\n", tokens.status().ToString().c_str());
@@ -542,6 +548,14 @@ int main(int argc, char** argv) {
       // The wide cuBLASLt search against the heuristic in the pass (both loads' logs on stderr).
       const std::int64_t batches[] = {1, 8, 32, 128};
       return PrintOptionAB("BERT-base layers, bf16, seq 128", GemmSearchAB(), p, spec,
+                           tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
+                           kSeq);
+    }
+    if (argc > 3 && std::string(argv[3]) == "--workspace-ab") {
+      // cuBLASLt's workspace at its default against 1 byte (no memset nodes before its
+      // persistent kernels), each side with the algorithms its workspace allows.
+      const std::int64_t batches[] = {1, 8, 32, 128};
+      return PrintOptionAB("BERT-base layers, bf16, seq 128", WorkspaceAB(), p, spec,
                            tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
                            kSeq);
     }

@@ -177,6 +177,15 @@ OptionAB GemmSearchAB() {
   return ab;
 }
 
+OptionAB WorkspaceAB() {
+  OptionAB ab{"cuBLASLt's workspace at 32 MiB and at 1 byte (cublaslt_workspace_bytes)",
+              "32 MiB", "1 byte",
+              [](ltserve::ModelOptions& o) { o.workspace_bytes = std::size_t{32} << 20; },
+              [](ltserve::ModelOptions& o) { o.workspace_bytes = 1; }};
+  ab.same_algorithms = false;
+  return ab;
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,

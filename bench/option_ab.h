@@ -54,6 +54,10 @@ OptionAB GemmLayerNormAB();  // GEMM + LayerNorm kernel allowed (auto) against o
 OptionAB StreamingLayerNormAB();  // LayerNorm's streaming schedule allowed (auto) against off
 OptionAB TwoStreamHalvesAB();  // a bucket as two halves on two streams allowed (auto) against off
 OptionAB GemmSearchAB();  // the wide cuBLASLt search against the heuristic's candidates
+// cuBLASLt's workspace at its default (32 MiB) against 1 byte, which leaves out the algorithms
+// that need one: in the pass, the persistent kernels each come after a memset node that zeroes
+// their tile counter.
+OptionAB WorkspaceAB();
 OptionAB GemmLayerNormAlwaysAB();  // every GEMM + LayerNorm pair fused (always) against off
 // The split-K and GEMM + LayerNorm kernels wherever they run (always) against the defaults,
 // and programmatic launch on against off with them.

@@ -299,6 +299,26 @@ if [[ ${RUN_LAUNCH_AB:-0} == 1 ]]; then
   cat "$OUT/launch_ab.md"
   grep -oE "programmatic launch checked in the pass[^;]*;[^;]*" "$OUT/launch_ab.log" | cut -c1-300
 fi
+if [[ ${RUN_WORKSPACE_AB:-0} == 1 ]]; then
+  # cuBLASLt's workspace at its default against 1 byte, which leaves out the algorithms that
+  # need one (their persistent kernels each come after a memset node in the graph): the MLP at
+  # 1 to 8,192 rows, BERT-base at 1-128 sequences of 128, then BERT-base's timeline at
+  # TIMELINE_BATCHES with the 1-byte workspace. WORKSPACE_TIMEOUT_S bounds each benchmark.
+  echo "== cuBLASLt workspace A/Bs (${SECONDS} s)"
+  timeout "${WORKSPACE_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 8192 workspace-ab \
+    > "$OUT/workspace_ab.md" 2> "$OUT/workspace_ab.log" || status=1
+  timeout "${WORKSPACE_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --workspace-ab \
+    >> "$OUT/workspace_ab.md" 2>> "$OUT/workspace_ab.log" || status=1
+  for batch in ${TIMELINE_BATCHES:-1 128}; do
+    ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --timeline "$batch" \
+      --cublaslt-workspace 1 >> "$OUT/workspace_timeline.md" 2>> "$OUT/workspace_ab.log" || status=1
+  done
+  cat "$OUT/workspace_ab.md"
+  grep -E "^(wall|[0-9]+ launches)" "$OUT/workspace_timeline.md"
+fi
+
 if [[ ${RUN_STAGED_AB:-0} == 1 ]]; then
   # The staged-weights GEMM in whole passes: where it times faster alone (staged_gemm_kernel
   # auto) and on every GEMM of up to 128 rows (always), each against the defaults: the MLP at
