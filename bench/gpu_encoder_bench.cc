@@ -22,7 +22,6 @@
 #include "bench_timing.h"
 #include "gpu/gpu_executor.h"
 #include "gpu/gpu_factory.h"
-#include "gpu/kernels.h"
 #include "gpu_forward_timer.h"
 #include "kernel_timeline.h"
 #include "option_ab.h"
@@ -497,20 +496,15 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--carveout-max-shared | --cublaslt-workspace BYTES] | --workspace-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--cublaslt-workspace BYTES] | --workspace-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
       argc > 4 && std::string(argv[3]) == "--profile" ? std::stoll(argv[4]) : 0;
   const std::int64_t timeline_batch =
       argc > 4 && std::string(argv[3]) == "--timeline" ? std::stoll(argv[4]) : 0;
-  // --timeline BATCH --carveout-max-shared: the same pass with our kernels asking for the
-  // largest shared-memory carveout (gpu/kernels.h), set before the model loads.
   // --timeline BATCH --cublaslt-workspace BYTES: the pass with that workspace.
   std::optional<std::size_t> timeline_workspace;
-  if (timeline_batch > 0 && argc > 5 && std::string(argv[5]) == "--carveout-max-shared") {
-    ltserve::gpu::SetPreferMaxSharedCarveout(true);
-  }
   if (timeline_batch > 0 && argc > 6 && std::string(argv[5]) == "--cublaslt-workspace") {
     timeline_workspace = static_cast<std::size_t>(std::stoull(argv[6]));
   }

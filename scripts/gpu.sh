@@ -376,13 +376,6 @@ if [[ ${RUN_TIMELINE:-0} == 1 ]]; then
   for batch in ${TIMELINE_BATCHES:-1 128}; do
     ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --timeline "$batch" \
       >> "$OUT/timeline.md" 2>> "$OUT/timeline.log" || status=1
-    # TIMELINE_CARVEOUT_AB=1: the same pass again with our kernels asking for the largest
-    # shared-memory carveout (gpu/kernels.h, SetPreferMaxSharedCarveout).
-    if [[ ${TIMELINE_CARVEOUT_AB:-0} == 1 ]]; then
-      echo "== the same pass, our kernels at the largest shared-memory carveout" >> "$OUT/timeline.md"
-      ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --timeline "$batch" \
-        --carveout-max-shared >> "$OUT/timeline.md" 2>> "$OUT/timeline.log" || status=1
-    fi
   done
   ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 timeline \
     >> "$OUT/timeline.md" 2>> "$OUT/timeline.log" || status=1

@@ -434,13 +434,6 @@ cudaError_t LayerNorm(const void* in, const void* residual, const float* gamma,
 
 std::size_t ElemSize(ElemType type) { return type == ElemType::kFp32 ? 4 : 2; }
 
-namespace {
-std::atomic<bool> g_prefer_max_shared_carveout{false};
-}  // namespace
-
-void SetPreferMaxSharedCarveout(bool on) { g_prefer_max_shared_carveout.store(on); }
-bool PreferMaxSharedCarveout() { return g_prefer_max_shared_carveout.load(std::memory_order_relaxed); }
-
 cudaError_t LaunchConvert(const void* src, ElemType src_type, void* dst, ElemType dst_type,
                           std::size_t count, bool programmatic, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;

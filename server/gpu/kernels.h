@@ -12,15 +12,6 @@
 
 namespace ltserve::gpu {
 
-// Whether the kernels launched through LaunchProgrammatic (LayerNorm, attention, the
-// small-batch linear) ask the driver for an SM's largest shared-memory carveout rather than
-// leaving it the choice. A benchmark switch for now (bench/gpu_encoder_bench.cc,
-// --carveout-max-shared): the question is whether the gaps before cuBLASLt's kernels in a pass
-// are SMs switching carveouts between our kernels and its (~2.5 µs before each GEMM at 128
-// sequences). Set it before a model loads; not for serving code.
-void SetPreferMaxSharedCarveout(bool on);
-bool PreferMaxSharedCarveout();
-
 // Element types the executor stores on the device.
 enum class ElemType : std::uint8_t { kFp32, kFp16, kBf16 };
 std::size_t ElemSize(ElemType type);

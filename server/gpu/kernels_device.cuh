@@ -70,13 +70,6 @@ cudaError_t LaunchProgrammatic(bool programmatic, void (*kernel)(Params...), dim
   attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
   config.numAttrs = programmatic ? 1 : 0;
-  if (PreferMaxSharedCarveout()) {
-    if (const cudaError_t error = cudaFuncSetAttribute(
-            kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-        error != cudaSuccess) {
-      return error;
-    }
-  }
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
