@@ -50,7 +50,6 @@ void CUPTIAPI BufferCompleted(CUcontext context, std::uint32_t stream_id, std::u
     span.blocks = std::int64_t{kernel->gridX} * kernel->gridY * kernel->gridZ;
     span.threads = kernel->blockX * kernel->blockY * kernel->blockZ;
     span.shared_bytes = kernel->staticSharedMemory + kernel->dynamicSharedMemory;
-    span.carveout_bytes = kernel->sharedMemoryExecuted;
     span.cluster = static_cast<int>(std::max(1u, kernel->clusterX) * std::max(1u, kernel->clusterY) *
                                     std::max(1u, kernel->clusterZ));
     g_spans.push_back(std::move(span));
@@ -223,7 +222,7 @@ void PrintKernelTimeline(const std::vector<KernelSpan>& spans, std::size_t min_k
               "median one:\n\n", summary.launches, summary.median.size(), summary.min_wall_us,
               summary.median_wall_us, summary.max_wall_us);
   std::printf("| # | kernel | start µs | µs | gap µs | blocks x threads | cluster | shared KB a block "
-              "| carveout KB |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+              "|\n|---:|---|---:|---:|---:|---:|---:|---:|\n");
   const std::uint64_t origin = summary.median.front().start_ns;
   std::map<std::string, std::pair<int, double>> by_name;
   for (std::size_t i = 0; i < summary.median.size(); ++i) {
@@ -232,10 +231,9 @@ void PrintKernelTimeline(const std::vector<KernelSpan>& spans, std::size_t min_k
     const double gap_us =
         i == 0 ? 0.0
                : (static_cast<double>(k.start_ns) - static_cast<double>(summary.median[i - 1].end_ns)) / 1e3;
-    std::printf("| %zu | %s | %.2f | %.2f | %.2f | %lld x %d | %d | %.1f | %.0f |\n", i,
+    std::printf("| %zu | %s | %.2f | %.2f | %.2f | %lld x %d | %d | %.1f |\n", i,
                 k.name.c_str(), static_cast<double>(k.start_ns - origin) / 1e3, us, gap_us,
-                static_cast<long long>(k.blocks), k.threads, k.cluster, k.shared_bytes / 1024.0,
-                k.carveout_bytes / 1024.0);
+                static_cast<long long>(k.blocks), k.threads, k.cluster, k.shared_bytes / 1024.0);
     auto& [count, total] = by_name[k.name];
     ++count;
     total += us;

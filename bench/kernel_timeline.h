@@ -22,12 +22,12 @@ struct KernelSpan {
   // The launch it belongs to: every kernel of one graph launch shares its correlation id.
   std::uint32_t correlation = 0;
   // How it ran: blocks in the grid, threads a block, shared memory a block (static and
-  // dynamic), the SM's shared-memory carveout it executed with, and blocks a cluster (1
-  // without clusters). All zero for a memset, whose name says so and its bytes.
+  // dynamic) and blocks a cluster (1 without clusters). All zero for a memset, whose name says
+  // so and its bytes. (CUPTI's sharedMemoryExecuted, the carveout, reads 0 on the driver this
+  // was written against, so it is left out.)
   std::int64_t blocks = 0;
   int threads = 0;
   int shared_bytes = 0;
-  std::uint32_t carveout_bytes = 0;
   int cluster = 0;
 };
 
