@@ -496,7 +496,7 @@ int PrintMlpTimelines(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | staged-ab | workspace-ab | timeline | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | staged-ab | workspace-ab | memset-ab | timeline | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -550,18 +550,19 @@ int main(int argc, char** argv) {
            PrintOptionAB(name + ", FP32 in and out", StagedEverywhereAB(), plan,
                          Fp32IoSpec(name, *plan), std::nullopt, batches, 0);
   }
-  if (argc > 3 && std::string(argv[3]) == "workspace-ab") {
-    // cuBLASLt's workspace at its default against 1 byte (no memset nodes before its
-    // persistent kernels): the MLP from one row to the large batches.
+  if (argc > 3 && (std::string(argv[3]) == "workspace-ab" || std::string(argv[3]) == "memset-ab")) {
+    // The MLP from one row to the large batches, where cuBLASLt's persistent kernels run:
+    // cuBLASLt's workspace at its default against 1 byte (no memset nodes before those
+    // kernels), or its memsets moved off the critical path against in place.
     auto module = torch::jit::load(dir + "/mlp.pt");
     auto plan = Lower(module);
     if (plan == nullptr || !plan->Validate().ok()) return 1;
     const std::int64_t batches[] = {1, 8, 32, 256, 2048, 8192};
     const std::string name = "MLP 1024-4096-4096-1024 ReLU";
     ltserve::ModelSpec spec = Fp32IoSpec(name, *plan);
-    spec.max_batch_size = 8192;  // the large batches, where the persistent kernels run
-    return PrintOptionAB(name + ", FP32 in and out", WorkspaceAB(), plan, spec, std::nullopt,
-                         batches, 0);
+    spec.max_batch_size = 8192;
+    const OptionAB ab = std::string(argv[3]) == "workspace-ab" ? WorkspaceAB() : MemsetOverlapAB();
+    return PrintOptionAB(name + ", FP32 in and out", ab, plan, spec, std::nullopt, batches, 0);
   }
   if (argc > 3 && std::string(argv[3]) == "launch-ab") {
     // In the MLP's graphs, every bucket to 256: programmatic launch on against off, then

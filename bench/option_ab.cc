@@ -186,6 +186,13 @@ OptionAB WorkspaceAB() {
   return ab;
 }
 
+OptionAB MemsetOverlapAB() {
+  return OptionAB{"cuBLASLt's memsets off the critical path (overlap_cublaslt_memsets true) and in place (false)",
+                  "moved", "in place",
+                  [](ltserve::ModelOptions& o) { o.overlap_cublaslt_memsets = true; },
+                  [](ltserve::ModelOptions& o) { o.overlap_cublaslt_memsets = false; }};
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,

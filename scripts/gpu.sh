@@ -299,24 +299,36 @@ if [[ ${RUN_LAUNCH_AB:-0} == 1 ]]; then
   cat "$OUT/launch_ab.md"
   grep -oE "programmatic launch checked in the pass[^;]*;[^;]*" "$OUT/launch_ab.log" | cut -c1-300
 fi
-if [[ ${RUN_WORKSPACE_AB:-0} == 1 ]]; then
-  # cuBLASLt's workspace at its default against 1 byte, which leaves out the algorithms that
-  # need one (their persistent kernels each come after a memset node in the graph): BERT-base
-  # at 1-128 sequences of 128, the MLP at 1 to 8,192 rows, then BERT-base's timeline at
-  # TIMELINE_BATCHES with the 1-byte workspace. WORKSPACE_TIMEOUT_S bounds each benchmark.
-  echo "== cuBLASLt workspace A/Bs (${SECONDS} s)"
-  timeout "${WORKSPACE_TIMEOUT_S:-0}" \
-  ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --workspace-ab \
-    > "$OUT/workspace_ab.md" 2> "$OUT/workspace_ab.log" || status=1
-  timeout "${WORKSPACE_TIMEOUT_S:-0}" \
-  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 8192 workspace-ab \
-    >> "$OUT/workspace_ab.md" 2>> "$OUT/workspace_ab.log" || status=1
+# One cuBLASLt-option A/B, same process (bench/option_ab.h): BERT-base at 1-128 sequences of
+# 128 (encoder flag $2), the MLP at 1 to 8,192 rows (executor mode $3), then BERT-base's
+# timeline at TIMELINE_BATCHES with the B side's options ($5...); tables in $OUT/$1_ab.md and
+# $1_timeline.md, $4 seconds at most for each A/B (0: no limit).
+cublaslt_option_ab() {
+  local name=$1 encoder_flag=$2 mlp_mode=$3 limit=$4
+  shift 4
+  timeout "$limit" ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \
+    "$encoder_flag" > "$OUT/${name}_ab.md" 2> "$OUT/${name}_ab.log" || status=1
+  timeout "$limit" ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 8192 \
+    "$mlp_mode" >> "$OUT/${name}_ab.md" 2>> "$OUT/${name}_ab.log" || status=1
   for batch in ${TIMELINE_BATCHES:-1 128}; do
     ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --timeline "$batch" \
-      --cublaslt-workspace 1 >> "$OUT/workspace_timeline.md" 2>> "$OUT/workspace_ab.log" || status=1
+      "$@" >> "$OUT/${name}_timeline.md" 2>> "$OUT/${name}_ab.log" || status=1
   done
-  cat "$OUT/workspace_ab.md"
-  grep -E "^(wall|[0-9]+ launches)" "$OUT/workspace_timeline.md"
+  cat "$OUT/${name}_ab.md"
+  grep -E "^(wall|[0-9]+ launches)" "$OUT/${name}_timeline.md"
+}
+if [[ ${RUN_WORKSPACE_AB:-0} == 1 ]]; then
+  # cuBLASLt's workspace at its default against 1 byte, which leaves out the algorithms that
+  # need one (their persistent kernels each come after a memset node in the graph).
+  echo "== cuBLASLt workspace A/Bs (${SECONDS} s)"
+  cublaslt_option_ab workspace --workspace-ab workspace-ab "${WORKSPACE_TIMEOUT_S:-0}" \
+    --cublaslt-workspace 1
+fi
+if [[ ${RUN_MEMSET_AB:-0} == 1 ]]; then
+  # cuBLASLt's memset nodes moved off the critical path (overlap_cublaslt_memsets) against
+  # left in place, same algorithms (RUN_TIMELINE gives the timeline with them moved).
+  echo "== memset overlap A/Bs (${SECONDS} s)"
+  cublaslt_option_ab memset --memset-ab memset-ab "${MEMSET_TIMEOUT_S:-0}" --memsets-in-place
 fi
 
 if [[ ${RUN_STAGED_AB:-0} == 1 ]]; then

@@ -12,7 +12,7 @@ Result<BucketGraphs> BucketGraphs::Capture(DeviceState& state, std::size_t bucke
   BucketGraphs graphs;
   if (!cuda_graphs) return graphs;
   for (std::size_t b = 0; b < buckets; ++b) {
-    LTSERVE_ASSIGN_OR_RETURN(GraphExec exec, CaptureGraph(stream, [&] { return state.Forward(b); }));
+    LTSERVE_ASSIGN_OR_RETURN(GraphExec exec, state.Capture([&] { return state.Forward(b); }));
     graphs.graphs_.push_back(std::move(exec));
   }
   return graphs;
@@ -50,13 +50,12 @@ Status EnqueueStaged(DeviceState& state, std::size_t bucket, const StagedCopies&
 Result<StagedGraphs> StagedGraphs::Capture(DeviceState& state,
                                            std::span<const std::int64_t> bucket_rows,
                                            const StagedCopies& copies) {
-  cudaStream_t stream = state.stream();
   StagedGraphs staged;
   staged.graphs_.resize(bucket_rows.size());
   for (std::size_t b = 0; b < bucket_rows.size(); ++b) {
     if (!Takes(bucket_rows[b], copies)) continue;
     LTSERVE_ASSIGN_OR_RETURN(staged.graphs_[b],
-                             CaptureGraph(stream, [&] { return EnqueueStaged(state, b, copies); }));
+                             state.Capture([&] { return EnqueueStaged(state, b, copies); }));
   }
   return staged;
 }

@@ -52,7 +52,8 @@ Result<Buffer<Allocation>> Buffer<Allocation>::Create(std::size_t bytes, const s
 template class Buffer<DeviceAllocation>;
 template class Buffer<PinnedAllocation>;
 
-Result<GraphExec> CaptureGraph(cudaStream_t stream, const std::function<Status()>& enqueue) {
+Result<GraphExec> CaptureGraph(cudaStream_t stream, const std::function<Status()>& enqueue,
+                               const std::function<Status(cudaGraph_t)>& edit) {
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   const Status enqueued = enqueue();
   cudaGraph_t raw = nullptr;
@@ -60,6 +61,7 @@ Result<GraphExec> CaptureGraph(cudaStream_t stream, const std::function<Status()
   Graph graph(raw);
   LTSERVE_RETURN_IF_ERROR(enqueued);
   if (end != cudaSuccess) return CudaError(end, "cudaStreamEndCapture", __FILE__, __LINE__);
+  if (edit) LTSERVE_RETURN_IF_ERROR(edit(graph.get()));
   cudaGraphExec_t exec = nullptr;
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph.get(), 0));
   return GraphExec(exec);

@@ -49,9 +49,11 @@ Result<Event> CreateEvent(bool timing);
 Result<LtHandle> CreateLtHandle();
 Result<Layout> CreateLayout(cudaDataType_t type, std::uint64_t rows, std::uint64_t cols,
                             std::int64_t ld);
-// What `enqueue` puts on `stream`, captured (this thread's capture mode) and instantiated. The
-// capture is ended whatever `enqueue` returns, so the stream is usable after an error.
-Result<GraphExec> CaptureGraph(cudaStream_t stream, const std::function<Status()>& enqueue);
+// What `enqueue` puts on `stream`, captured (this thread's capture mode) and instantiated,
+// after `edit` (when given) has changed the captured graph. The capture is ended whatever
+// `enqueue` returns, so the stream is usable after an error.
+Result<GraphExec> CaptureGraph(cudaStream_t stream, const std::function<Status()>& enqueue,
+                               const std::function<Status(cudaGraph_t)>& edit = {});
 
 // How each kind of memory is allocated and freed.
 struct DeviceAllocation {  // cudaMalloc: 256-byte aligned

@@ -25,8 +25,11 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   state->programmatic_ = options.programmatic_launch != ProgrammaticLaunch::kOff && major >= 9;
   LTSERVE_ASSIGN_OR_RETURN(state->stream_, CreateStream());
   LTSERVE_ASSIGN_OR_RETURN(state->handle_, CreateLtHandle());
-  LTSERVE_ASSIGN_OR_RETURN(state->workspace_,
-                           DeviceBuffer::Create(options.workspace_bytes, "cuBLASLt workspace"));
+  state->workspace_regions_ = options.overlap_cublaslt_memsets && options.cuda_graphs ? 2 : 1;
+  state->workspace_region_bytes_ = options.workspace_bytes;
+  LTSERVE_ASSIGN_OR_RETURN(
+      state->workspace_,
+      DeviceBuffer::Create(state->workspace_regions_ * options.workspace_bytes, "cuBLASLt workspace"));
   const ElemType storage = StorageType(options.precision);
   const auto rows = static_cast<std::size_t>(options.capacity_rows);
   const plan::Plan& plan = model->plan();
@@ -150,8 +153,9 @@ Status DeviceState::RunRowLocal(std::size_t step_index, std::size_t bucket, cons
     if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, *gemm, rows, lane);
     const Gemm& descriptor = gemms_[step_index][bucket];
     return RunCublasLt(*gemm, rows, lane, [&](const GemmOperands& operands) {
-      return descriptor.Run(handle_.get(), operands, lane.workspace, lane.workspace_bytes,
-                            lane.stream);
+      return RunInWorkspace(lane, [&](void* region) {
+        return descriptor.Run(handle_.get(), operands, region, lane.workspace_bytes, lane.stream);
+      });
     });
   }
   if (const auto* pointwise = std::get_if<PointwiseStep>(&step)) {
@@ -173,6 +177,39 @@ Status DeviceState::RunRowLocal(std::size_t step_index, std::size_t bucket, cons
     return Status::Ok();
   }
   return Internal("plan step " + std::to_string(step_index) + " is not row-local");
+}
+
+Status DeviceState::RunInWorkspace(const Lane& lane,
+                                   const std::function<Status(void* region)>& matmul) {
+  WorkspaceTurns& turns = workspace_turns_[lane.workspace == workspace_.data() ? 0 : 1];
+  const std::size_t r = turns.next;
+  turns.next = (turns.next + 1) % workspace_regions_;
+  void* region = static_cast<std::byte*>(lane.workspace) + r * lane.workspace_bytes;
+  if (!recording_workspace_calls_) return matmul(region);
+  CapturedWorkspaceCall call{region, lane.workspace_bytes, {}, turns.last_user[r]};
+  LTSERVE_ASSIGN_OR_RETURN(call.entry, CaptureDependencies(lane.stream));
+  LTSERVE_RETURN_IF_ERROR(matmul(region));
+  LTSERVE_ASSIGN_OR_RETURN(turns.last_user[r], CaptureDependencies(lane.stream));
+  captured_workspace_calls_.push_back(std::move(call));
+  return Status::Ok();
+}
+
+Result<GraphExec> DeviceState::Capture(const std::function<Status()>& enqueue) {
+  // Two regions a lane are what makes moving the memsets safe (gpu/workspace_memsets.h).
+  recording_workspace_calls_ = workspace_regions_ == 2;
+  captured_workspace_calls_.clear();
+  workspace_turns_ = {};
+  Result<GraphExec> graph = CaptureGraph(stream(), enqueue, [&](cudaGraph_t captured) -> Status {
+    if (!recording_workspace_calls_) return Status::Ok();
+    LTSERVE_ASSIGN_OR_RETURN(const int moved,
+                             OverlapWorkspaceMemsets(captured, captured_workspace_calls_));
+    overlapped_memsets_ += moved;
+    return Status::Ok();
+  });
+  recording_workspace_calls_ = false;
+  captured_workspace_calls_.clear();
+  workspace_turns_ = {};
+  return graph;
 }
 
 Status DeviceState::RunCublasLt(const GemmStep& step, std::int64_t rows, const Lane& lane,
@@ -339,7 +376,7 @@ Status DeviceState::RunHalves(std::size_t first, std::size_t end, std::size_t ha
   Lane main = MainLane();
   main.programmatic = programmatic;
   const Lane second{halves_on_one_stream_ ? stream() : side_stream_.get(), side_workspace_.data(),
-                    side_workspace_.bytes(), model_->buckets()[half], programmatic};
+                    workspace_region_bytes_, model_->buckets()[half], programmatic};
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(part_.get(), stream()));
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(second.stream, part_.get()));
   // Step by step, alternating: outside a graph both streams get their next kernel early.

@@ -122,7 +122,7 @@ Status DeviceState::SetTimingSequences(std::int64_t rows) {
 }
 
 Result<GraphExec> DeviceState::CapturePass(std::size_t bucket) {
-  return CaptureGraph(stream(), [&] { return RunStepsSplit(bucket, kNoHalf, {}); });
+  return Capture([&] { return RunStepsSplit(bucket, kNoHalf, {}); });
 }
 
 Status DeviceState::ChoosePassKernels(
@@ -435,10 +435,10 @@ Status DeviceState::ChooseProgrammaticLaunch(const std::shared_ptr<const GpuMode
       if (options.cuda_graphs) {
         model_ = as_tuned;
         LTSERVE_ASSIGN_OR_RETURN(GraphExec programmatic_graph,
-                                 CaptureGraph(stream(), [&] { return Forward(b); }));
+                                 Capture([&] { return Forward(b); }));
         model_ = as_ordinary;
         LTSERVE_ASSIGN_OR_RETURN(GraphExec ordinary_graph,
-                                 CaptureGraph(stream(), [&] { return Forward(b); }));
+                                 Capture([&] { return Forward(b); }));
         LTSERVE_ASSIGN_OR_RETURN(ms, TimeInTurns(Replay(programmatic_graph.get(), stream()),
                                                  Replay(ordinary_graph.get(), stream()), stream(),
                                                  start, stop));
