@@ -186,11 +186,11 @@ OptionAB WorkspaceAB() {
   return ab;
 }
 
-OptionAB MemsetOverlapAB() {
-  return OptionAB{"cuBLASLt's memsets off the critical path (overlap_cublaslt_memsets true) and in place (false)",
-                  "moved", "in place",
-                  [](ltserve::ModelOptions& o) { o.overlap_cublaslt_memsets = true; },
-                  [](ltserve::ModelOptions& o) { o.overlap_cublaslt_memsets = false; }};
+OptionAB MemsetConsolidationAB() {
+  return OptionAB{"cuBLASLt's counter memsets as one a pass (consolidate_cublaslt_memsets true) and one a GEMM (false)",
+                  "one", "in place",
+                  [](ltserve::ModelOptions& o) { o.consolidate_cublaslt_memsets = true; },
+                  [](ltserve::ModelOptions& o) { o.consolidate_cublaslt_memsets = false; }};
 }
 
 int PrintOptionAB(const std::string& name, const OptionAB& ab,

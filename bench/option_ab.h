@@ -58,9 +58,10 @@ OptionAB GemmSearchAB();  // the wide cuBLASLt search against the heuristic's ca
 // that need one: in the pass, the persistent kernels each come after a memset node that zeroes
 // their tile counter.
 OptionAB WorkspaceAB();
-// cuBLASLt's memset nodes moved off the pass's critical path (overlap_cublaslt_memsets true)
-// against left where cuBLASLt puts them (false), with the same algorithms.
-OptionAB MemsetOverlapAB();
+// cuBLASLt's counter memsets as one node at each graph's start (consolidate_cublaslt_memsets
+// true) against one before each persistent kernel, where cuBLASLt puts them (false), with the
+// same algorithms.
+OptionAB MemsetConsolidationAB();
 OptionAB GemmLayerNormAlwaysAB();  // every GEMM + LayerNorm pair fused (always) against off
 // The split-K and GEMM + LayerNorm kernels wherever they run (always) against the defaults,
 // and programmatic launch on against off with them.

@@ -149,7 +149,7 @@ const std::vector<KnownParameter>& Known() {
       Integer<int>("gpu_device", "an integer >= 0", 0, &ModelOptions::gpu_device),
       Integer<std::size_t>("cublaslt_workspace_bytes", "an integer > 0", 1,
                            &ModelOptions::workspace_bytes),
-      Boolean("overlap_cublaslt_memsets", &ModelOptions::overlap_cublaslt_memsets),
+      Boolean("consolidate_cublaslt_memsets", &ModelOptions::consolidate_cublaslt_memsets),
       // Consumers see no model directory, so the cache file travels resolved.
       {"algo_cache_file", "a file path (relative to the model directory)",
        [](std::string_view v, const std::filesystem::path& model_dir, ModelOptions* options) {

@@ -25,11 +25,8 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   state->programmatic_ = options.programmatic_launch != ProgrammaticLaunch::kOff && major >= 9;
   LTSERVE_ASSIGN_OR_RETURN(state->stream_, CreateStream());
   LTSERVE_ASSIGN_OR_RETURN(state->handle_, CreateLtHandle());
-  state->workspace_regions_ = options.overlap_cublaslt_memsets && options.cuda_graphs ? 2 : 1;
-  state->workspace_region_bytes_ = options.workspace_bytes;
-  LTSERVE_ASSIGN_OR_RETURN(
-      state->workspace_,
-      DeviceBuffer::Create(state->workspace_regions_ * options.workspace_bytes, "cuBLASLt workspace"));
+  LTSERVE_ASSIGN_OR_RETURN(state->workspace_,
+                           DeviceBuffer::Create(options.workspace_bytes, "cuBLASLt workspace"));
   const ElemType storage = StorageType(options.precision);
   const auto rows = static_cast<std::size_t>(options.capacity_rows);
   const plan::Plan& plan = model->plan();
@@ -96,6 +93,7 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
       break;
     }
   }
+  LTSERVE_RETURN_IF_ERROR(state->CreateCounterSlots());
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(state->stream()));
   return state;
 }
@@ -153,8 +151,10 @@ Status DeviceState::RunRowLocal(std::size_t step_index, std::size_t bucket, cons
     if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, *gemm, rows, lane);
     const Gemm& descriptor = gemms_[step_index][bucket];
     return RunCublasLt(*gemm, rows, lane, [&](const GemmOperands& operands) {
-      return RunInWorkspace(lane, [&](void* region) {
-        return descriptor.Run(handle_.get(), operands, region, lane.workspace_bytes, lane.stream);
+      const std::size_t needed =
+          workspace_needed_.empty() ? lane.workspace_bytes : workspace_needed_[step_index][bucket];
+      return RunInWorkspace(lane, needed, [&](void* workspace, std::size_t bytes) {
+        return descriptor.Run(handle_.get(), operands, workspace, bytes, lane.stream);
       });
     });
   }
@@ -179,36 +179,69 @@ Status DeviceState::RunRowLocal(std::size_t step_index, std::size_t bucket, cons
   return Internal("plan step " + std::to_string(step_index) + " is not row-local");
 }
 
-Status DeviceState::RunInWorkspace(const Lane& lane,
-                                   const std::function<Status(void* region)>& matmul) {
-  WorkspaceTurns& turns = workspace_turns_[lane.workspace == workspace_.data() ? 0 : 1];
-  const std::size_t r = turns.next;
-  turns.next = (turns.next + 1) % workspace_regions_;
-  void* region = static_cast<std::byte*>(lane.workspace) + r * lane.workspace_bytes;
-  if (!recording_workspace_calls_) return matmul(region);
-  CapturedWorkspaceCall call{region, lane.workspace_bytes, {}, turns.last_user[r]};
+Status DeviceState::CreateCounterSlots() {
+  const GpuModelOptions& options = model_->options();
+  if (!options.consolidate_cublaslt_memsets || !options.cuda_graphs || !model_->tuned()) {
+    return Status::Ok();
+  }
+  std::size_t gemm_steps = 0;
+  std::size_t slot_bytes = kCounterSlotZeroedBytes;
+  workspace_needed_.assign(gemms_.size(), {});
+  for (std::size_t s = 0; s < gemms_.size(); ++s) {
+    if (gemms_[s].empty()) continue;
+    ++gemm_steps;
+    for (const Gemm& gemm : gemms_[s]) {
+      LTSERVE_ASSIGN_OR_RETURN(const std::size_t needed, gemm.WorkspaceNeeded(handle_.get()));
+      workspace_needed_[s].push_back(needed);
+      if (needed <= kMaxCounterSlotBytes) slot_bytes = std::max(slot_bytes, needed);
+    }
+  }
+  if (gemm_steps == 0) return Status::Ok();
+  // 256-byte slots keep every slot as aligned as cudaMalloc's own allocations.
+  slot_bytes = (slot_bytes + 255) / 256 * 256;
+  const std::size_t lanes = side_stream_ != nullptr ? 2 : 1;
+  counter_slot_lanes_ = lanes;
+  LTSERVE_ASSIGN_OR_RETURN(counter_slot_buffer_,
+                           DeviceBuffer::Create(lanes * gemm_steps * slot_bytes,
+                                                "cuBLASLt's per-GEMM workspace slots"));
+  counter_slots_ = CounterSlots{counter_slot_buffer_.data(), slot_bytes, lanes * gemm_steps,
+                                kCounterSlotZeroedBytes};
+  return Status::Ok();
+}
+
+Status DeviceState::RunInWorkspace(
+    const Lane& lane, std::size_t needed,
+    const std::function<Status(void* workspace, std::size_t bytes)>& matmul) {
+  const std::size_t lane_index = lane.workspace == workspace_.data() ? 0 : 1;
+  if (!recording_workspace_calls_ || lane_index >= counter_slot_lanes_ ||
+      needed > counter_slots_.slot_bytes ||
+      next_slot_[lane_index] >= counter_slots_.count / counter_slot_lanes_) {
+    return matmul(lane.workspace, lane.workspace_bytes);
+  }
+  const std::size_t per_lane = counter_slots_.count / counter_slot_lanes_;
+  void* slot = static_cast<std::byte*>(counter_slots_.base) +
+               (lane_index * per_lane + next_slot_[lane_index]++) * counter_slots_.slot_bytes;
+  CapturedWorkspaceCall call{slot, {}};
   LTSERVE_ASSIGN_OR_RETURN(call.entry, CaptureDependencies(lane.stream));
-  LTSERVE_RETURN_IF_ERROR(matmul(region));
-  LTSERVE_ASSIGN_OR_RETURN(turns.last_user[r], CaptureDependencies(lane.stream));
+  LTSERVE_RETURN_IF_ERROR(matmul(slot, counter_slots_.slot_bytes));
   captured_workspace_calls_.push_back(std::move(call));
   return Status::Ok();
 }
 
 Result<GraphExec> DeviceState::Capture(const std::function<Status()>& enqueue) {
-  // Two regions a lane are what makes moving the memsets safe (gpu/workspace_memsets.h).
-  recording_workspace_calls_ = workspace_regions_ == 2;
+  recording_workspace_calls_ = counter_slots_.count > 0;
   captured_workspace_calls_.clear();
-  workspace_turns_ = {};
+  next_slot_ = {};
   Result<GraphExec> graph = CaptureGraph(stream(), enqueue, [&](cudaGraph_t captured) -> Status {
     if (!recording_workspace_calls_) return Status::Ok();
-    LTSERVE_ASSIGN_OR_RETURN(const int moved,
-                             OverlapWorkspaceMemsets(captured, captured_workspace_calls_));
-    overlapped_memsets_ += moved;
+    LTSERVE_ASSIGN_OR_RETURN(
+        const int deleted,
+        ConsolidateWorkspaceMemsets(captured, captured_workspace_calls_, counter_slots_));
+    consolidated_memsets_ += deleted;
     return Status::Ok();
   });
   recording_workspace_calls_ = false;
   captured_workspace_calls_.clear();
-  workspace_turns_ = {};
   return graph;
 }
 
@@ -376,7 +409,7 @@ Status DeviceState::RunHalves(std::size_t first, std::size_t end, std::size_t ha
   Lane main = MainLane();
   main.programmatic = programmatic;
   const Lane second{halves_on_one_stream_ ? stream() : side_stream_.get(), side_workspace_.data(),
-                    workspace_region_bytes_, model_->buckets()[half], programmatic};
+                    side_workspace_.bytes(), model_->buckets()[half], programmatic};
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(part_.get(), stream()));
   LTSERVE_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(second.stream, part_.get()));
   // Step by step, alternating: outside a graph both streams get their next kernel early.

@@ -83,12 +83,14 @@ class DeviceState {
   Status RunSteps(std::size_t bucket, std::span<const Event> step_marks = {});
   Status ConvertOutputTo(std::size_t bucket, void* host_output);
 
-  // What `enqueue` puts on the stream, captured and instantiated; with overlap_cublaslt_memsets
-  // (and graphs), cuBLASLt's workspace memsets moved off the critical path
+  // What `enqueue` puts on the stream, captured and instantiated; with counter slots
+  // (consolidate_cublaslt_memsets on a tuned model with graphs), each cuBLASLt call in its own
+  // slot and its tile-counter memset folded into one at the graph's start
   // (gpu/workspace_memsets.h). Every graph of this state's passes is captured here.
   Result<GraphExec> Capture(const std::function<Status()>& enqueue);
-  // How many memsets the captures so far moved.
-  int overlapped_memsets() const { return overlapped_memsets_; }
+  // How many memset nodes the captures so far deleted, and the slots' size (0: no slots).
+  int consolidated_memsets() const { return consolidated_memsets_; }
+  std::size_t counter_slot_bytes() const { return counter_slots_.slot_bytes; }
 
   // Benchmarks only (bench/gpu_forward_timer.h), before any capture: a bucket's halves one
   // after the other on the instance's stream instead of side by side on two, to tell what the
@@ -102,10 +104,9 @@ class DeviceState {
 
  private:
   DeviceState() = default;
-  // Where a step's work goes: the stream, the cuBLASLt workspace for that stream (its first
-  // region; workspace_regions_ regions of workspace_bytes each), the first of the rows it
-  // computes (0, or a bucket's second half), and whether own kernels launch programmatically
-  // there.
+  // Where a step's work goes: the stream, the cuBLASLt workspace for that stream, the first
+  // of the rows it computes (0, or a bucket's second half), and whether own kernels launch
+  // programmatically there.
   struct Lane {
     cudaStream_t stream = nullptr;
     void* workspace = nullptr;
@@ -116,7 +117,7 @@ class DeviceState {
   // The instance's stream, launching as the option and the device allow: Tune's timings of
   // one kernel at a time.
   Lane MainLane() const {
-    return Lane{stream(), workspace_.data(), workspace_region_bytes_, 0, programmatic_};
+    return Lane{stream(), workspace_.data(), workspace_.bytes(), 0, programmatic_};
   }
   // The instance's stream in a pass of `bucket`.
   Lane PassLane(std::size_t bucket) const {
@@ -138,9 +139,15 @@ class DeviceState {
   Status RunHalves(std::size_t first, std::size_t end, std::size_t half, bool programmatic);
   // A GEMM, pointwise or LayerNorm step over `bucket`'s rows from lane.first_row on.
   Status RunRowLocal(std::size_t step_index, std::size_t bucket, const Lane& lane);
-  // `matmul` on the lane's next workspace region (regions taken in turn), recording the call
-  // for OverlapWorkspaceMemsets while a capture asks for it.
-  Status RunInWorkspace(const Lane& lane, const std::function<Status(void* region)>& matmul);
+  // `matmul` with the lane's workspace, or while a capture records calls, with the lane's next
+  // counter slot where one is left and `needed` bytes fit it (the call then recorded for
+  // ConsolidateWorkspaceMemsets).
+  Status RunInWorkspace(const Lane& lane, std::size_t needed,
+                        const std::function<Status(void* workspace, std::size_t bytes)>& matmul);
+  // With consolidate_cublaslt_memsets on a tuned model with graphs: one counter slot per GEMM
+  // step and lane, as large as the largest workspace the chosen algorithms need up to
+  // kMaxCounterSlotBytes.
+  Status CreateCounterSlots();
   // `matmul` (a cuBLASLt run on the step's operands), then the pointwise step for what did
   // not fuse.
   Status RunCublasLt(const GemmStep& step, std::int64_t rows, const Lane& lane,
@@ -222,19 +229,17 @@ class DeviceState {
   Stream stream_;
   LtHandle handle_;
   DeviceBuffer workspace_;
-  // Regions of each lane's workspace (2 with overlap_cublaslt_memsets, else 1), and their size.
-  std::size_t workspace_regions_ = 1;
-  std::size_t workspace_region_bytes_ = 0;
-  // Per lane (0: the instance's stream, 1: the side stream), the region its next cuBLASLt call
-  // takes and, during a recording capture, each region's last user's nodes.
-  struct WorkspaceTurns {
-    std::size_t next = 0;
-    std::array<std::vector<cudaGraphNode_t>, 2> last_user;
-  };
-  std::array<WorkspaceTurns, 2> workspace_turns_;
+  // [step][bucket]: the workspace bytes each GEMM's algorithm needs (tuned models only).
+  std::vector<std::vector<std::size_t>> workspace_needed_;
+  // The counter slots (count 0: none): the instance's stream takes the first half of them, the
+  // side stream the second; next_slot_ is each lane's next one during a recording capture.
+  DeviceBuffer counter_slot_buffer_;
+  CounterSlots counter_slots_;
+  std::size_t counter_slot_lanes_ = 0;
+  std::array<std::size_t, 2> next_slot_{};
   bool recording_workspace_calls_ = false;
   std::vector<CapturedWorkspaceCall> captured_workspace_calls_;
-  int overlapped_memsets_ = 0;
+  int consolidated_memsets_ = 0;
   // two_stream_halves' second stream, its cuBLASLt workspace, and the events where the
   // streams part and meet; created only for a model that runs halves (and by Tune).
   Stream side_stream_;

@@ -303,7 +303,7 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
     LTSERVE_ASSIGN_OR_RETURN(best_ms, TimeColdOnStream([&] {
       return RunCublasLt(step, rows, MainLane(), [&](const GemmOperands& operands) {
         return gemm.RunWith(algo, handle_.get(), operands, workspace_.data(),
-                            workspace_region_bytes_, stream());
+                            workspace_.bytes(), stream());
       });
     }, flush_, stream()));
   }
@@ -532,7 +532,7 @@ Status DeviceState::RunTunedStep(const GemmTuning& tuning, std::size_t s, std::s
   if (kernel.kind != GemmKernel::Kind::kCublasLt) return RunOwnKernel(kernel, step, rows, MainLane());
   return RunCublasLt(step, rows, MainLane(), [&](const GemmOperands& operands) {
     return gemm.RunWith(tuning.algos[s][b], handle_.get(), operands, workspace_.data(),
-                        workspace_region_bytes_, stream());
+                        workspace_.bytes(), stream());
   });
 }
 

@@ -289,6 +289,15 @@ bool Gemm::Supports(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo,
   return result.state == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= workspace_bytes;
 }
 
+Result<std::size_t> Gemm::WorkspaceNeeded(cublasLtHandle_t handle) const {
+  if (!has_algo_) return Internal("Gemm::WorkspaceNeeded before an algorithm was set");
+  cublasLtMatmulHeuristicResult_t result{};
+  LTSERVE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoCheck(handle, desc_.get(), a_.get(), b_.get(),
+                                                         cd_.get(), cd_.get(), &algo_, &result));
+  LTSERVE_CUBLAS_RETURN_IF_ERROR(result.state);
+  return result.workspaceSize;
+}
+
 Status Gemm::Run(cublasLtHandle_t handle, const GemmOperands& operands, void* workspace,
                  std::size_t workspace_bytes, cudaStream_t stream) const {
   if (!has_algo_) return Internal("cuBLASLt matmul run before an algorithm was chosen");

@@ -77,6 +77,8 @@ class Gemm {
                 std::size_t workspace_bytes) const;
 
   void set_algo(const cublasLtMatmulAlgo_t& algo) { algo_ = algo; has_algo_ = true; }
+  // The workspace bytes the set algorithm needs for this matmul.
+  Result<std::size_t> WorkspaceNeeded(cublasLtHandle_t handle) const;
 
   // Enqueues the matmul on `stream`. No allocation, no heuristic query: safe under capture.
   Status Run(cublasLtHandle_t handle, const GemmOperands& operands, void* workspace,

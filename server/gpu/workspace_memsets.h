@@ -1,16 +1,18 @@
-// cuBLASLt's memset nodes taken off a captured pass's critical path.
+// cuBLASLt's tile-counter memsets in a captured pass, many nodes made one.
 //
 // A persistent cuBLASLt kernel with a dynamic tile schedule needs a tile counter at zero, so
 // cuBLASLt zeroes 4 bytes of the workspace before each launch: in a captured graph, a memset
-// node between the kernel before and the GEMM. Each such memset cost a BERT-base pass 3.8-4.7
-// µs on the H100 (two dependency hops instead of one: ~3.5 % of the pass at 32 and 128
-// sequences, bench/RESULTS.md). OverlapWorkspaceMemsets moves each such node after the last
-// user of its workspace region instead, so it runs while the kernels between run, and the GEMM
-// waits for the memset and for the nodes it used to wait for.
+// node between the kernel before and the GEMM. Each cost a BERT-base pass 3.8-4.7 µs on the
+// H100 (12 a pass at 32 sequences, 48 at 128: ~3.5 % of those passes, bench/RESULTS.md).
+// Hanging each memset off an earlier node instead cost as much again: the branch delayed the
+// kernels beside it. So the executor gives each cuBLASLt call of a pass a workspace slot of its
+// own (CounterSlots) while it captures, and ConsolidateWorkspaceMemsets then deletes the memset
+// nodes that zero the start of a slot and zeroes the start of every slot in one memset node
+// ahead of the graph's first nodes: one node a pass instead of one a GEMM.
 //
-// That is safe when nothing after the region's previous user touches the region before the
-// GEMM does: DeviceState gives each stream's cuBLASLt calls two regions in turn, so the kernel
-// just before a call never works in the region its memset clears.
+// Correct because each slot serves one call a pass: nothing but that call's kernel changes
+// its counter between the pass's start and the kernel, and graph launches on one stream run
+// one after another.
 //
 // Thread-safety: none; the graph must not be instantiated or captured into meanwhile.
 #pragma once
@@ -24,24 +26,38 @@
 
 namespace ltserve::gpu {
 
-// One cuBLASLt call as it was captured: the region of the workspace it was given, the capture
-// dependencies of its stream just before it (what its first node waits for), and the last
-// nodes of the previous captured call given the same region on the same stream (empty: none
-// in this graph, so the region is free from the graph's start).
+// The start of each slot that the one memset zeroes: the counter memsets cuBLASLt 13 put in
+// the graphs were of 4 bytes at the workspace's start.
+inline constexpr std::size_t kCounterSlotZeroedBytes = 256;
+// A call whose algorithm needs more workspace than this keeps the shared workspace and its
+// memset: slots come one a GEMM step and stream, and split-K algorithms can need megabytes.
+inline constexpr std::size_t kMaxCounterSlotBytes = std::size_t{1} << 20;
+
+// One cuBLASLt call as captured into a slot: the slot, and the capture dependencies of its
+// stream just before the call (what its first node waits for).
 struct CapturedWorkspaceCall {
-  const void* region = nullptr;
-  std::size_t region_bytes = 0;
+  const void* slot = nullptr;
   std::vector<cudaGraphNode_t> entry;
-  std::vector<cudaGraphNode_t> previous_user;
+};
+
+// `count` slots of `slot_bytes` from `base`, of which the first `zeroed_bytes` each are what
+// the one memset clears.
+struct CounterSlots {
+  void* base = nullptr;
+  std::size_t slot_bytes = 0;
+  std::size_t count = 0;
+  std::size_t zeroed_bytes = 0;
 };
 
 // The nodes the next node captured on `stream` will depend on; empty when it is not capturing.
 Result<std::vector<cudaGraphNode_t>> CaptureDependencies(cudaStream_t stream);
 
-// For each call whose first node is a memset into its region (its dependencies are exactly the
-// call's entry), makes the memset depend on previous_user instead, and its dependents on the
-// entry nodes. Returns how many memsets moved.
-Result<int> OverlapWorkspaceMemsets(cudaGraph_t graph,
-                                    const std::vector<CapturedWorkspaceCall>& calls);
+// Deletes each memset that is a call's first node (its dependencies are exactly the call's
+// entry) and writes only within the zeroed start of the call's slot, its dependents then
+// waiting for its dependencies; where any was deleted, adds one memset of every slot's zeroed
+// start ahead of the graph's root nodes. Returns how many memsets were deleted.
+Result<int> ConsolidateWorkspaceMemsets(cudaGraph_t graph,
+                                        const std::vector<CapturedWorkspaceCall>& calls,
+                                        const CounterSlots& slots);
 
 }  // namespace ltserve::gpu

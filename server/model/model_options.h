@@ -55,11 +55,10 @@ struct ModelOptions {
   // rounding step of the output (docs/gpu_executor.md), and to exact erf in fp32/tf32.
   GeluMode gelu = GeluMode::kTanhEpilogue;
   std::size_t workspace_bytes = std::size_t{32} << 20;  // cuBLASLt workspace per instance
-  // GPU path with graphs: each stream's cuBLASLt calls take two workspaces of workspace_bytes
-  // in turn, and in each captured graph the memset that zeroes a persistent kernel's tile
-  // counter waits for the last kernel that used its workspace instead of the kernel just
-  // before the GEMM, so it runs while that kernel runs (gpu/workspace_memsets.h).
-  bool overlap_cublaslt_memsets = true;
+  // GPU path with graphs: each cuBLASLt call of a pass gets a workspace slot of its own, and
+  // the memset nodes that zero its persistent kernels' tile counters become one at the start
+  // of each graph (gpu/workspace_memsets.h).
+  bool consolidate_cublaslt_memsets = true;
   int algo_candidates = 8;           // heuristic candidates timed per GEMM
   GemmSearch gemm_search = GemmSearch::kHeuristic;
   std::string algo_cache_file;       // resolved against the model directory; empty: none
