@@ -42,7 +42,8 @@ const CapturedWorkspaceCall* FindCall(const std::vector<CapturedWorkspaceCall>& 
                                       const std::vector<cudaGraphNode_t>& dependencies,
                                       const CounterSlots& slots) {
   for (const CapturedWorkspaceCall& call : calls) {
-    if (call.entry.empty() || !WithinZeroedStart(params, call.slot, slots)) continue;
+    // An empty entry is a call at the graph's start: its memset is a root node.
+    if (!WithinZeroedStart(params, call.slot, slots)) continue;
     if (SameNodes(call.entry, dependencies)) return &call;
   }
   return nullptr;
