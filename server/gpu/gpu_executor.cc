@@ -367,7 +367,11 @@ class GpuFactory final : public ExecutorFactory {
         << model_->steps().size() - static_cast<std::size_t>(model_->gemms())
         << " other kernels, " << (options.cuda_graphs ? "graphs" : "no graphs") << " for "
         << model_->buckets().size() << " buckets up to " << options.capacity_rows
-        << " rows, workspace " << options.workspace_bytes << " bytes, GELU "
+        << " rows, workspace " << options.workspace_bytes << " bytes"
+        << (options.cuda_graphs && options.consolidate_cublaslt_memsets
+                ? " (a slot a GEMM in the graphs, counter memsets one a graph)"
+                : "")
+        << ", GELU "
         << (options.gelu == GeluMode::kExact ? "exact (erf)" : "tanh epilogue")
         << (options.programmatic_launch == ProgrammaticLaunch::kOff ? ", programmatic launch off"
             : options.programmatic_launch == ProgrammaticLaunch::kAuto
