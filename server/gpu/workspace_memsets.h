@@ -5,11 +5,11 @@
 // node between the kernel before and the GEMM. Each cost a BERT-base pass 3.8-4.7 µs on the
 // H100 (12 a pass at 32 sequences, 48 at 128: ~3.5 % of those passes, bench/RESULTS.md).
 // Hanging each memset off an earlier node instead saved nothing: the branch delayed the
-// kernels beside it by as much. So the executor gives each cuBLASLt call of a pass a workspace slot of its
-// own (CounterSlots) while it captures, and ConsolidateWorkspaceMemsets then deletes the memset
-// nodes that zero the start of a slot and zeroes the start of every slot in one memset node
-// ahead of the graph's first nodes: one node a pass instead of one a GEMM (on the H100, 1.7 %
-// off BERT-base's passes at 32 and 128 sequences).
+// kernels beside it by as much. So the executor gives each cuBLASLt call of a pass a workspace
+// slot of its own (CounterSlots) while it captures, and ConsolidateWorkspaceMemsets then
+// deletes the memset nodes that zero the start of a slot and zeroes the start of every slot in
+// one memset node ahead of the graph's first nodes: one node a pass instead of one a GEMM (on
+// the H100, 1.7 % off BERT-base's passes at 32 and 128 sequences).
 //
 // Correct because each slot serves one call a pass: nothing but that call's kernel changes
 // its counter between the pass's start and the kernel, and graph launches on one stream run
