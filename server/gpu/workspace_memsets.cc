@@ -110,7 +110,8 @@ Result<int> ConsolidateWorkspaceMemsets(cudaGraph_t graph,
       LTSERVE_ASSIGN_OR_RETURN(std::vector<cudaGraphNode_t> has, Neighbours(dependent, true));
       for (cudaGraphNode_t from : before) {
         if (std::find(has.begin(), has.end(), from) != has.end()) continue;
-        LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphAddDependencies(graph, &from, &dependent, nullptr, 1));
+        LTSERVE_CUDA_RETURN_IF_ERROR(
+            cudaGraphAddDependencies(graph, &from, &dependent, nullptr, 1));
       }
     }
     LTSERVE_CUDA_RETURN_IF_ERROR(cudaGraphDestroyNode(node));
