@@ -221,6 +221,25 @@ if [[ ${RUN_ATTENTION_SOURCE:-0} == 1 ]]; then
   python3 bench/profile/ncu_excess.py "$OUT/attention_source.csv" | head -30
   gzip -f "$OUT/attention_source.csv"
 fi
+if [[ ${RUN_CUBLASLT_SASS:-0} == 1 ]]; then
+  # Whether cuBLASLt's kernels in BERT-base's passes (at CUBLASLT_SASS_BATCHES sequences of
+  # 128) take part in programmatic dependent launch: griddepcontrol.wait assembles to ACQBULK,
+  # griddepcontrol.launch_dependents to PREEXIT. Its nvjet kernels are assembled at run time,
+  # so their code is not in the library's fatbin; Nsight Compute's source page shows it.
+  echo "== cuBLASLt kernels' programmatic-launch instructions (${SECONDS} s)"
+  for batch in ${CUBLASLT_SASS_BATCHES:-1 32}; do
+    ncu --profile-from-start off --clock-control none -k "regex:^(?!.*(Attention|LayerNorm|Embed|Token)).*" \
+      --launch-count "${CUBLASLT_SASS_LAUNCHES:-8}" --section SourceCounters -f -o "$OUT/cublaslt_b$batch" \
+      ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --profile "$batch" \
+      > "$OUT/ncu_cublaslt_b$batch.log" 2>&1 || status=1
+    ncu --import "$OUT/cublaslt_b$batch.ncu-rep" --page source --print-source sass \
+      > "$OUT/cublaslt_b$batch.sass" 2>> "$OUT/ncu_cublaslt_b$batch.log" || status=1
+    python3 bench/profile/sass_pdl.py "$OUT/cublaslt_b$batch.sass" || status=1
+    echo "lines with ACQBULK: $(grep -c ACQBULK "$OUT/cublaslt_b$batch.sass"), with PREEXIT: $(grep -c PREEXIT "$OUT/cublaslt_b$batch.sass")"
+    grep -m 3 -E "Context [0-9]+, Stream" "$OUT/cublaslt_b$batch.sass"
+    gzip -f "$OUT/cublaslt_b$batch.sass"
+  done
+fi
 if [[ ${RUN_LAYERNORM:-0} == 1 ]]; then
   # The LayerNorm kernel's two schedules: their table (cold and warm against the bytes' floor),
   # then each once at 16,384 x 768 under Nsight Compute (time, DRAM throughput, warps active,

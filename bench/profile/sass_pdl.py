@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Where each profiled kernel waits for and releases the kernels around it, from its SASS.
+
+Programmatic dependent launch lets a kernel start before the one ahead of it ends; it is safe
+only if the kernel executes griddepcontrol.wait (SASS ACQBULK) before it reads anything the
+kernel ahead writes, and it lets the kernel after it start early only if it executes
+griddepcontrol.launch_dependents (SASS PREEXIT). For kernels whose code is not in a library's
+fatbin (cuBLASLt's nvjet kernels are assembled at run time), Nsight Compute's source page is
+where the SASS can be read. This prints, per kernel: its instruction count, the index of the
+first ACQBULK and PREEXIT, and the global and tensor-memory loads that come before the first
+ACQBULK in program order (a straight reading of the listing, not of its branches).
+
+Usage: ncu --import REPORT.ncu-rep --page source --print-source sass > kernels.sass
+       python3 bench/profile/sass_pdl.py kernels.sass
+(scripts/gpu.sh does both with RUN_CUBLASLT_SASS=1.)
+"""
+import re
+import sys
+
+# A kernel's header line in Nsight Compute's text output:
+#   name (grid)x(block), Context 1, Stream 13, Device 0, CC 9.0
+HEADER = re.compile(r"^\s*(\S.*?)\s+\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), Context \d+, Stream \d+")
+# An instruction: an upper-case opcode, optionally predicated, with its dotted modifiers.
+OPCODE = re.compile(r"(?:^|\s)(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]{2,}(?:\.[A-Z0-9_]+)*)\b")
+LOADS = ("LDG", "UTMALDG", "UBLKCP", "LDGSTS", "UTMAPF", "LDGDEPBAR", "UBLKPF")
+
+
+def summarize(name, opcodes):
+    first = {op: next((i for i, o in enumerate(opcodes) if o.split(".")[0] == op), None)
+             for op in ("ACQBULK", "PREEXIT")}
+    wait = first["ACQBULK"]
+    before = sorted({o for o in opcodes[: wait if wait is not None else len(opcodes)]
+                     if o.split(".")[0] in LOADS})
+    print(f"{name[:110]}\n  instructions {len(opcodes)}; first ACQBULK (wait) at "
+          f"{wait if wait is not None else 'none'}, first PREEXIT (release) at "
+          f"{first['PREEXIT'] if first['PREEXIT'] is not None else 'none'}; "
+          f"loads before the wait: {', '.join(before) if before else 'none'}")
+
+
+def main(path):
+    kernels = []
+    for line in open(path, errors="replace"):
+        header = HEADER.match(line)
+        if header:
+            kernels.append((header.group(1), []))
+            continue
+        if not kernels:
+            continue
+        match = OPCODE.search(line)
+        if match:
+            kernels[-1][1].append(match.group(1))
+    if not kernels:
+        print(f"{path}: no kernel found (was the report collected with SourceCounters?)")
+        return 1
+    seen = set()
+    for name, opcodes in kernels:
+        if (name, len(opcodes)) in seen:
+            continue
+        seen.add((name, len(opcodes)))
+        summarize(name, opcodes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
