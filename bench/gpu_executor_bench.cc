@@ -496,7 +496,7 @@ int PrintMlpTimelines(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | staged-ab | workspace-ab | memset-ab | timeline | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | staged-ab | workspace-ab | memset-ab | cutlass-ab | timeline | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -550,10 +550,12 @@ int main(int argc, char** argv) {
            PrintOptionAB(name + ", FP32 in and out", StagedEverywhereAB(), plan,
                          Fp32IoSpec(name, *plan), std::nullopt, batches, 0);
   }
-  if (argc > 3 && (std::string(argv[3]) == "workspace-ab" || std::string(argv[3]) == "memset-ab")) {
+  if (argc > 3 && (std::string(argv[3]) == "workspace-ab" || std::string(argv[3]) == "memset-ab" ||
+                   std::string(argv[3]) == "cutlass-ab")) {
     // The MLP from one row to the large batches, where cuBLASLt's persistent kernels run:
     // cuBLASLt's workspace at its default against 1 byte (no memset nodes before those
-    // kernels), or its counter memsets as one a pass against one a GEMM.
+    // kernels), its counter memsets as one a pass against one a GEMM, or CUTLASS's GEMMs
+    // against cuBLASLt and the own kernels.
     auto module = torch::jit::load(dir + "/mlp.pt");
     auto plan = Lower(module);
     if (plan == nullptr || !plan->Validate().ok()) return 1;
@@ -561,7 +563,10 @@ int main(int argc, char** argv) {
     const std::string name = "MLP 1024-4096-4096-1024 ReLU";
     ltserve::ModelSpec spec = Fp32IoSpec(name, *plan);
     spec.max_batch_size = 8192;
-    const OptionAB ab = std::string(argv[3]) == "workspace-ab" ? WorkspaceAB() : MemsetConsolidationAB();
+    const std::string mode = argv[3];
+    const OptionAB ab = mode == "workspace-ab" ? WorkspaceAB()
+                        : mode == "memset-ab"  ? MemsetConsolidationAB()
+                                               : CutlassGemmAB();
     return PrintOptionAB(name + ", FP32 in and out", ab, plan, spec, std::nullopt, batches, 0);
   }
   if (argc > 3 && std::string(argv[3]) == "launch-ab") {

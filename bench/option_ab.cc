@@ -193,6 +193,13 @@ OptionAB MemsetConsolidationAB() {
                   [](ltserve::ModelOptions& o) { o.consolidate_cublaslt_memsets = false; }};
 }
 
+OptionAB CutlassGemmAB() {
+  return OptionAB{"CUTLASS's GEMMs wherever they apply (cutlass_gemm_kernel always) and off",
+                  "CUTLASS", "off",
+                  [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kAlways; },
+                  [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kOff; }};
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,

@@ -62,6 +62,8 @@ OptionAB WorkspaceAB();
 // true) against one before each persistent kernel, where cuBLASLt puts them (false), with the
 // same algorithms.
 OptionAB MemsetConsolidationAB();
+// CUTLASS's GEMMs wherever they apply (cutlass_gemm_kernel always) against off.
+OptionAB CutlassGemmAB();
 OptionAB GemmLayerNormAlwaysAB();  // every GEMM + LayerNorm pair fused (always) against off
 // The split-K and GEMM + LayerNorm kernels wherever they run (always) against the defaults,
 // and programmatic launch on against off with them.

@@ -336,6 +336,13 @@ cublaslt_option_ab() {
   cat "$OUT/${name}_ab.md"
   grep -E "^(wall|[0-9]+ launches)" "$OUT/${name}_timeline.md"
 }
+if [[ ${RUN_CUTLASS_AB:-0} == 1 ]]; then
+  # CUTLASS's GEMMs (programmatic dependent launch) wherever they apply against off; the
+  # timelines are the CUTLASS side's.
+  echo "== CUTLASS GEMM A/Bs (${SECONDS} s)"
+  cublaslt_option_ab cutlass --cutlass-ab cutlass-ab "${CUTLASS_AB_TIMEOUT_S:-0}" --cutlass-gemm
+  grep -hoE "CUTLASS kernel for [^;]*" "$OUT/cutlass_ab.log" | sort | uniq -c | head -12
+fi
 if [[ ${RUN_WORKSPACE_AB:-0} == 1 ]]; then
   # cuBLASLt's workspace at its default against 1 byte, which leaves out the algorithms that
   # need one (their persistent kernels each come after a memset node in the graph).

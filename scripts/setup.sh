@@ -108,6 +108,41 @@ if [[ ! -f $STAMP || "$(cat "$STAMP")" != "$want" ]]; then
   pip_install --resume-retries 30 "${PIP_ARGS[@]}" "${REQS[@]/#/-r}"
   echo "$want" > "$STAMP"
 fi
+# CUTLASS's headers for the GPU executor's CUTLASS GEMMs (server/gpu/cutlass_gemm.h): the
+# nvidia-cutlass wheel carries the C++ tree; only include/ and tools/util/include/ are unpacked,
+# into .deps/cutlass where CMake looks (without them the build leaves those kernels out). The
+# wheel's Python dependencies are not installed: nothing here imports it.
+CUTLASS_VERSION=4.2.0.0
+if [[ "$(cat .deps/cutlass/VERSION 2>/dev/null)" != "$CUTLASS_VERSION" ]]; then
+  echo "setup: unpacking CUTLASS $CUTLASS_VERSION's headers into .deps/cutlass"
+  rm -rf .deps/cutlass .deps/wheels
+  mkdir -p .deps/wheels
+  pip_download() {
+    local attempt
+    for attempt in 1 2 3; do
+      "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: -d .deps/wheels \
+        "nvidia-cutlass==$CUTLASS_VERSION" && return 0
+      sleep $((attempt * 10))
+    done
+    echo "setup: could not download nvidia-cutlass==$CUTLASS_VERSION" >&2
+    return 1
+  }
+  pip_download
+  "$VENV/bin/python" - "$CUTLASS_VERSION" <<'PY'
+import glob, os, sys, zipfile
+prefix = "cutlass_library/source/"
+wanted = (prefix + "include/", prefix + "tools/util/include/")
+with zipfile.ZipFile(glob.glob(".deps/wheels/nvidia_cutlass-*.whl")[0]) as wheel:
+    for name in wheel.namelist():
+        if name.startswith(wanted) and not name.endswith("/"):
+            target = os.path.join(".deps/cutlass", name[len(prefix):])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with wheel.open(name) as src, open(target, "wb") as dst:
+                dst.write(src.read())
+open(".deps/cutlass/VERSION", "w").write(sys.argv[1] + "\n")
+PY
+  rm -rf .deps/wheels
+fi
 if ((CUDA_WHEELS)); then
   # The wheels lay the toolkit out as nvidia/cu13/{bin,include,lib,nvvm}. nvcc.profile looks
   # under targets/x86_64-linux/, and CMake's FindCUDAToolkit for the unversioned libraries

@@ -273,6 +273,11 @@ Status DeviceState::RunOwnKernel(const GemmKernel& kernel, const GemmStep& step,
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchLinear(o.input, o.weight, o.bias, o.residual,
                                                         o.output, rows, step.n, step.k, act,
                                                         storage, lane.programmatic, lane.stream));
+  } else if (kernel.kind == GemmKernel::Kind::kCutlass) {
+    LTSERVE_CUDA_RETURN_IF_ERROR(LaunchCutlassGemm(kernel.cutlass, o.input, o.weight, o.bias,
+                                                   o.residual, o.output, rows, step.n, step.k,
+                                                   act, storage, sm_count_, lane.programmatic,
+                                                   lane.stream));
   } else if (kernel.kind == GemmKernel::Kind::kStaged) {
     LTSERVE_CUDA_RETURN_IF_ERROR(LaunchStagedGemm(kernel.staged, o.input, o.weight, o.bias,
                                                   o.residual, o.output, rows, step.n, step.k,

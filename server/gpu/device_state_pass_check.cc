@@ -70,6 +70,7 @@ const char* KindName(const GemmKernel& kernel) {
     case GemmKernel::Kind::kSmallBatch: return "small-batch";
     case GemmKernel::Kind::kSkinny: return "split-K";
     case GemmKernel::Kind::kStaged: return "staged-weights";
+    case GemmKernel::Kind::kCutlass: return "CUTLASS";
     default: return "cuBLASLt";
   }
 }

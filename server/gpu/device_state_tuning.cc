@@ -14,6 +14,7 @@
 
 #include "gpu/algo_cache.h"
 #include "gpu/cuda_check.h"
+#include "gpu/cutlass_gemm.h"
 #include "gpu/tuning_keys.h"
 
 namespace ltserve::gpu {
@@ -67,6 +68,8 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
   int skinny = 0;
   int staged = 0;
   DistinctRows staged_rows;
+  int cutlass = 0;
+  DistinctRows cutlass_rows;
   int norm = 0;
   int norm_split = 0;  // of them, the split-K schedule with the LayerNorm tail
   DistinctRows norm_rows;
@@ -86,6 +89,10 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
       if (kind == GemmKernel::Kind::kStaged) {
         ++staged;
         staged_rows.Add(model.StepRows(s, b));
+      }
+      if (kind == GemmKernel::Kind::kCutlass) {
+        ++cutlass;
+        cutlass_rows.Add(model.StepRows(s, b));
       }
       if (kind != GemmKernel::Kind::kSkinny) continue;
       ++skinny;
@@ -110,6 +117,13 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
   if (staged > 0) {
     notes.push_back("staged-weights kernel for " + std::to_string(staged) + " GEMM buckets (" +
                     staged_rows.Text() + ")");
+  }
+  if (model.options().cutlass_gemm != OwnKernelMode::kOff && !CutlassGemmAvailable()) {
+    notes.push_back("no CUTLASS kernel in this build (cutlass_gemm_kernel): cuBLASLt runs its GEMMs");
+  }
+  if (cutlass > 0) {
+    notes.push_back("CUTLASS kernel for " + std::to_string(cutlass) + " GEMM buckets (" +
+                    cutlass_rows.Text() + ")");
   }
   if (norm > 0) {
     notes.push_back("GEMM + LayerNorm kernel for " + std::to_string(norm) + " GEMM buckets (" +
@@ -249,7 +263,11 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
   // and the other one left on `auto`, do not compete then.
   const bool skinny_always = skinny_runs && options.skinny_gemm == OwnKernelMode::kAlways;
   const bool staged_always = staged_runs && options.staged_gemm == OwnKernelMode::kAlways;
-  const bool replace = skinny_always || staged_always;
+  const plan::Activation act = step.Effective(options.gelu);
+  const bool cutlass_runs = options.cutlass_gemm != OwnKernelMode::kOff &&
+                            CutlassGemmSupports(sm_major_, storage, step.n, step.k, act);
+  const bool cutlass_always = cutlass_runs && options.cutlass_gemm == OwnKernelMode::kAlways;
+  const bool replace = skinny_always || staged_always || cutlass_always;
   const bool skinny = skinny_runs && (!replace || skinny_always);
   // On `auto` the staged-weights kernel competes only where whole passes measured it faster.
   const bool staged_offered =
@@ -265,14 +283,24 @@ Result<GemmKernel> DeviceState::ChooseKernel(const GemmStep& step, std::int64_t 
   for (const StagedGemmConfig& config : staged_configs) {
     challengers.push_back(GemmKernel::Staged(config));
   }
+  const bool cutlass =
+      cutlass_runs && (cutlass_always || (!replace && rows >= kCutlassGemmAutoMinRows));
+  if (cutlass) {
+    for (const CutlassGemmConfig& config : CutlassGemmCandidates(rows, step.n, step.k)) {
+      challengers.push_back(GemmKernel::Cutlass(config));
+    }
+  }
   if (challengers.empty()) return cublaslt;
   // What the choice depends on: the GEMM's shape, epilogue and what runs after it, and which
   // kernels the options let compete (a choice made with the split-K kernel off must not
   // keep it off once it is allowed). Without the staged-weights kernel the words are those
   // of the files written before it existed.
-  const std::string competing =
+  std::string competing =
       !staged ? (skinny ? (replace ? "skinny-only" : "skinny") : "cublaslt")
               : std::string(replace ? "" : "cublaslt+") + (skinny ? "skinny+" : "") + "staged";
+  if (cutlass) {
+    competing = cutlass_always && !skinny && !staged ? "cutlass-only" : competing + "+cutlass";
+  }
   const std::string key =
       "own," + ShapeKey(options, step.Shape(rows), GemmSearch::kHeuristic) +
       ",then=" + std::to_string(static_cast<int>(step.after)) + ",competing=" +

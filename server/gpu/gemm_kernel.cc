@@ -33,6 +33,7 @@ std::string GemmKernel::ToText() const {
     case Kind::kSkinny: return "skinny " + SkinnyNumbers(skinny);
     case Kind::kStaged:
       return "staged " + std::to_string(staged.m_tile) + " " + std::to_string(staged.cluster);
+    case Kind::kCutlass: return "cutlass " + std::to_string(cutlass.Number());
     case Kind::kChain:
       if (chain.ring()) {
         return "chain-ring " + std::to_string(chain.units_per_worker) + " " +
@@ -78,6 +79,16 @@ std::optional<GemmKernel> GemmKernel::FromText(std::string_view text) {
     if (!StagedGemmCompiled(config)) return std::nullopt;
     kernel.kind = Kind::kStaged;
     kernel.staged = config;
+  } else if (word == "cutlass") {
+    int number = -1;
+    in >> number;
+    CutlassGemmConfig config;
+    // Also nothing where this build has no CUTLASS kernels: a cache file from a build with them.
+    if (!in || !CutlassGemmConfig::FromNumber(number, &config) || !CutlassGemmAvailable()) {
+      return std::nullopt;
+    }
+    kernel.kind = Kind::kCutlass;
+    kernel.cutlass = config;
   } else if (word == "chain" || word == "chain-ring") {
     const bool ring = word == "chain-ring";
     int units = 0;

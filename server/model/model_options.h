@@ -81,6 +81,12 @@ struct ModelOptions {
   // whole BERT-base passes of short sequences ran 4-12 % faster with it on an H100; above that
   // they ran slower though it won GEMMs timed alone (bench/RESULTS.md).
   OwnKernelMode staged_gemm = OwnKernelMode::kAuto;
+  // CUTLASS's Hopper GEMM (gpu/cutlass_gemm.h) for the GEMM steps cuBLASLt runs, on compute
+  // capability 9.x, 16-bit storage: it takes part in programmatic dependent launch, which
+  // cuBLASLt's kernels do not. `always` runs it wherever it applies (its fastest tile timed
+  // alone); `auto` lets it compete with cuBLASLt, timed alone, from kCutlassGemmAutoMinRows (128)
+  // rows. Off unless asked for, until whole passes have measured it (bench/RESULTS.md).
+  OwnKernelMode cutlass_gemm = OwnKernelMode::kOff;
   // Consecutive Linear layers in one persistent kernel, up to 32 rows (gpu/chain_gemm.h).
   // Off unless asked for: on the H200 it timed slower than the layers' own kernels at every
   // shape measured (bench/RESULTS.md), so "auto" would only add timing to every load.

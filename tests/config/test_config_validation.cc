@@ -250,7 +250,7 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
   ExpectInvalidAt(c, "parameters[precison]", "parameters { key: \"precison\"",
                   "unknown parameter; ltserve knows precision, gelu_epilogue, "
                   "algo_candidates, gemm_search, fuse_epilogues, small_batch_kernel, skinny_gemm_kernel, "
-                  "staged_gemm_kernel, layer_chain_kernel, gemm_layernorm_kernel, streaming_layernorm_kernel, "
+                  "staged_gemm_kernel, cutlass_gemm_kernel, layer_chain_kernel, gemm_layernorm_kernel, streaming_layernorm_kernel, "
                   "two_stream_halves, check_kernels_in_pass, gpu_device, "
                   "cublaslt_workspace_bytes, consolidate_cublaslt_memsets, algo_cache_file, cuda_graphs, programmatic_launch, "
                   "copies_in_graph, run_on_receiving_thread, worker_poll_microseconds, execution_path, "

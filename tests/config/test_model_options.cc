@@ -23,6 +23,7 @@ TEST(ModelOptions, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(options->gemm_search, GemmSearch::kHeuristic);
   EXPECT_TRUE(options->check_kernels_in_pass);
   EXPECT_EQ(options->staged_gemm, OwnKernelMode::kAuto);
+  EXPECT_EQ(options->cutlass_gemm, OwnKernelMode::kOff);
   EXPECT_EQ(options->programmatic_launch, ProgrammaticLaunch::kOn);
   EXPECT_EQ(options->workspace_bytes, std::size_t{32} << 20);
   EXPECT_TRUE(options->consolidate_cublaslt_memsets);
@@ -39,6 +40,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"small_batch_kernel", "always"},
                                         {"skinny_gemm_kernel", "off"},
                                         {"staged_gemm_kernel", "always"},
+                                        {"cutlass_gemm_kernel", "always"},
                                         {"layer_chain_kernel", "always"},
                                         {"gemm_layernorm_kernel", "auto"},
                                         {"streaming_layernorm_kernel", "off"},
@@ -66,6 +68,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->small_batch, OwnKernelMode::kAlways);
   EXPECT_EQ(options->skinny_gemm, OwnKernelMode::kOff);
   EXPECT_EQ(options->staged_gemm, OwnKernelMode::kAlways);
+  EXPECT_EQ(options->cutlass_gemm, OwnKernelMode::kAlways);
   EXPECT_EQ(options->layer_chain, OwnKernelMode::kAlways);
   EXPECT_EQ(options->gemm_layernorm, OwnKernelMode::kAuto);
   EXPECT_EQ(options->streaming_layernorm, OwnKernelMode::kOff);
@@ -141,6 +144,7 @@ TEST(ModelOptions, MalformedValuesAreInvalidArgumentNamingKeyAndValue) {
       {"gemm_layernorm_kernel", "fused"}, {"streaming_layernorm_kernel", "streaming"},
       {"two_stream_halves", "two"},     {"gemm_search", "exhaustive"},
       {"check_kernels_in_pass", "yes"},  {"staged_gemm_kernel", "wgmma"},
+      {"cutlass_gemm_kernel", "on"},
       {"INTRA_OP_THREAD_COUNT", "two"}, {"INTRA_OP_THREAD_COUNT", "4097"},
       {"INTER_OP_THREAD_COUNT", "1.5"}};
   for (const auto& [key, value] : bad) {

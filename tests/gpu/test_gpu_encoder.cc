@@ -323,6 +323,40 @@ TEST(GpuEncoder, GraphReplayOfUnseenLengthsIsBitEqualToEagerRunsAndOrdinaryLaunc
   std::filesystem::remove(cache);
 }
 
+// CUTLASS's GEMMs for all four of BERT-base's layer GEMMs at every bucket: against the
+// reference, and graphs launched programmatically (CUTLASS's kernels then wait for the kernel
+// ahead inside, and let the next one start before they end) against graphs of ordinary
+// launches, bit for bit, both loads reading one cache file so that they run the same tiles.
+TEST(GpuEncoder, CutlassGemmsMatchTheReferenceAndGiveTheSameBitsProgrammaticOrNot) {
+  SKIP_WITHOUT_GPU();
+  auto plan = EncoderLayerPlan({768, 12, 3072, Activation::kGeluErf, false, "bf16"});
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                      ("ltserve_cutlass_cache_" + std::to_string(Rng()()));
+  ModelSpec spec = TokenSpec(*plan, "bf16");
+  spec.options.cutlass_gemm = OwnKernelMode::kAlways;
+  spec.options.algo_cache_file = cache.string();
+  auto programmatic = TokenFactory(plan, spec);
+  ASSERT_TRUE(programmatic.ok()) << programmatic.status().ToString();
+  spec.options.programmatic_launch = ProgrammaticLaunch::kOff;
+  auto ordinary = TokenFactory(plan, spec);
+  ASSERT_TRUE(ordinary.ok()) << ordinary.status().ToString();
+  auto a = programmatic.value()->CreateInstance(0);
+  auto b = ordinary.value()->CreateInstance(0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  CheckBatch(*a.value(), *plan, "bf16", {300, 1, 200}, 1.0f, kTolLayerBf16);
+  for (const std::vector<std::int32_t>& lengths :
+       std::vector<std::vector<std::int32_t>>{{128}, {77, 128, 3}, {512, 512}}) {
+    const std::int64_t tokens = Sum(lengths);
+    const std::vector<float> input = Random(tokens * plan->input_width(), 1.0f);
+    const auto x = RunPoisoned(*a.value(), *plan, input, tokens, DataType::kFp32, lengths);
+    const auto y = RunPoisoned(*b.value(), *plan, input, tokens, DataType::kFp32, lengths);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0)
+        << lengths.size() << " sequences of " << tokens << " tokens";
+  }
+  std::filesystem::remove(cache);
+}
+
 // LayerNorm's streaming schedule at every bucket (always) against the row-a-warp kernel
 // (off): the same bits, graphed, for a post-LN bf16 layer (one LayerNorm with a residual, one
 // without) and a pre-LN fp32 one, at batches that fill one warp's rows and many times the

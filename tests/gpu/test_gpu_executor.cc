@@ -317,6 +317,14 @@ TEST_P(PrecisionTest, StagedGemmKernelMatchesReference) {
                          {"small_batch_kernel", "off"}});
 }
 
+// CUTLASS's GEMM for every layer whose activation it has (ReLU, both GELUs, none) at every
+// bucket (on Hopper, 16-bit storage), each at the tile that timed fastest; the others run
+// cuBLASLt. Its every tile: test_cutlass_gemm.cc.
+TEST_P(PrecisionTest, CutlassGemmKernelMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  CheckAgainstReference(SmallBatchPlan(), GetParam(), {{"cutlass_gemm_kernel", "always"}});
+}
+
 // The layer-chain kernel for every chainable run up to 32 rows (on Hopper), at the
 // configuration that timed fastest; larger buckets run layer by layer. Its every
 // configuration: test_chain_gemm.cc.

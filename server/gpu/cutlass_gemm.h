@@ -1,0 +1,77 @@
+// CUTLASS's Hopper GEMM for the GEMM steps cuBLASLt runs (cutlass_gemm.cu): Y[M,N] =
+// act(X[M,K]·W[N,K]ᵀ + bias + residual) with the bias, residual and activation in the
+// epilogue, as cuBLASLt's. What it has that cuBLASLt's kernels lack is programmatic dependent
+// launch: its producer warps wait for the kernel ahead (griddepcontrol.wait) before their first
+// load, and it lets the kernel after it launch once its last tile's main loop is done. The
+// kernels cuBLASLt 13 runs in BERT-base's passes (nvjet, assembled at run time) have neither
+// instruction in their code (bench/RESULTS.md, 2026-12-07), so each of them starts only after
+// the kernel ahead has ended and lets nothing start before it ends.
+//
+// Warp-specialised and persistent (TMA copies, warpgroup MMAs, one block an SM), built for
+// sm_90a: compute capability 9.x only; 16-bit storage only; K and N multiples of 8 (16-byte
+// rows for the tensor maps); activations none, ReLU and both GELUs. Compiled only where the
+// build found CUTLASS's headers (LTSERVE_WITH_CUTLASS); CutlassGemmAvailable() says.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/kernels.h"
+#include "plan/plan.h"
+
+namespace ltserve::gpu {
+
+// Rows from which `cutlass_gemm_kernel auto` lets the kernels compete with cuBLASLt (timed
+// alone, where programmatic launch gives them nothing); below, the executor's few-row kernels
+// are the ones that compete.
+constexpr std::int64_t kCutlassGemmAutoMinRows = 128;
+
+// The tile shapes compiled, each with the cluster that shares its tiles' copies: the one
+// operand two blocks of a cluster have in common is copied once for both (TMA multicast).
+enum class CutlassTile : std::uint8_t {
+  k128x192,  // 128 rows x 192 outputs, 2 x 1 cluster: N = 768 in 4 tiles a row block
+  k128x256,  // 128 x 256, 2 x 1
+  k256x128,  // 256 x 128, 1 x 2
+};
+
+struct CutlassGemmConfig {
+  CutlassTile tile = CutlassTile::k128x256;
+
+  // For logs and tables, e.g. "CUTLASS 128x256 tiles, 2x1 clusters".
+  std::string Describe() const;
+  // The number for the algorithm cache's text (0, 1, 2); FromNumber is its inverse.
+  int Number() const { return static_cast<int>(tile); }
+  static bool FromNumber(int number, CutlassGemmConfig* config);
+  friend bool operator==(const CutlassGemmConfig& a, const CutlassGemmConfig& b) {
+    return a.tile == b.tile;
+  }
+};
+
+// Whether this build has the kernels (CUTLASS's headers were found when it was configured).
+bool CutlassGemmAvailable();
+
+// Whether the kernels can run a Linear of this type, shape and activation on a device of
+// compute capability `sm_major`.
+bool CutlassGemmSupports(int sm_major, ElemType type, std::int64_t out_features,
+                         std::int64_t in_features, plan::Activation act);
+
+// The configurations worth timing for one shape: every compiled tile (empty where the kernels
+// do not take the shape).
+std::vector<CutlassGemmConfig> CutlassGemmCandidates(std::int64_t rows, std::int64_t out_features,
+                                                     std::int64_t in_features);
+
+// Enqueues y = act(x·wᵀ + bias + residual) on `stream` over at most `sm_count` SMs; `bias` and
+// `residual` may be null. cudaErrorInvalidValue for what the kernels do not take (see
+// CutlassGemmSupports, and operands off 16-byte alignment), cudaErrorNotSupported where the
+// build has no kernels, else the launch's error. `programmatic`: launched to overlap the kernel
+// before it (programmatic dependent launch).
+cudaError_t LaunchCutlassGemm(const CutlassGemmConfig& config, const void* x, const void* w,
+                              const void* bias, const void* residual, void* y, std::int64_t rows,
+                              std::int64_t out_features, std::int64_t in_features,
+                              plan::Activation act, ElemType type, int sm_count,
+                              bool programmatic, cudaStream_t stream);
+
+}  // namespace ltserve::gpu

@@ -1,0 +1,11 @@
+// CUTLASS's kernels with 256 x 128 tiles for fp16 storage (cutlass_gemm_kernels.cuh).
+#include "gpu/cutlass_gemm_kernels.cuh"
+
+namespace ltserve::gpu::cutlass_gemm {
+
+cudaError_t Launch256x128Fp16(const Operands& o) {
+  return Dispatch<cutlass::half_t, cute::Shape<cute::_256, cute::_128, cute::_64>,
+                  cute::Shape<cute::_1, cute::_2, cute::_1>>(o);
+}
+
+}  // namespace ltserve::gpu::cutlass_gemm
