@@ -496,7 +496,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--cublaslt-workspace BYTES] [--memsets-in-place] [--cutlass-gemm] | --workspace-ab | --memset-ab | --cutlass-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--cublaslt-workspace BYTES] [--memsets-in-place] [--cutlass-gemm | --cutlass-gemm-auto] | --workspace-ab | --memset-ab | --cutlass-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -505,17 +505,21 @@ int main(int argc, char** argv) {
       argc > 4 && std::string(argv[3]) == "--timeline" ? std::stoll(argv[4]) : 0;
   // --timeline BATCH --cublaslt-workspace BYTES: the pass with that workspace;
   // --memsets-in-place: with cuBLASLt's counter memsets where it puts them, one a GEMM;
-  // --cutlass-gemm: with CUTLASS's GEMMs wherever they apply.
+  // --cutlass-gemm(-auto): with CUTLASS's GEMMs (below).
   std::optional<std::size_t> timeline_workspace;
   bool memsets_in_place = false;
-  bool cutlass_gemm = false;  // --cutlass-gemm: CUTLASS's GEMMs wherever they apply
+  // --cutlass-gemm: CUTLASS's GEMMs wherever they apply; --cutlass-gemm-auto: where they time
+  // faster alone.
+  ltserve::OwnKernelMode cutlass_gemm = ltserve::OwnKernelMode::kOff;
   for (int a = 5; timeline_batch > 0 && a < argc; ++a) {
     if (std::string(argv[a]) == "--cublaslt-workspace" && a + 1 < argc) {
       timeline_workspace = static_cast<std::size_t>(std::stoull(argv[++a]));
     } else if (std::string(argv[a]) == "--memsets-in-place") {
       memsets_in_place = true;
     } else if (std::string(argv[a]) == "--cutlass-gemm") {
-      cutlass_gemm = true;
+      cutlass_gemm = ltserve::OwnKernelMode::kAlways;
+    } else if (std::string(argv[a]) == "--cutlass-gemm-auto") {
+      cutlass_gemm = ltserve::OwnKernelMode::kAuto;
     }
   }
   std::string reason;
@@ -544,7 +548,7 @@ int main(int argc, char** argv) {
     spec.options.max_tokens_per_batch = max_batch * kSeq;
     if (timeline_workspace.has_value()) spec.options.workspace_bytes = *timeline_workspace;
     if (memsets_in_place) spec.options.consolidate_cublaslt_memsets = false;
-    if (cutlass_gemm) spec.options.cutlass_gemm = ltserve::OwnKernelMode::kAlways;
+    spec.options.cutlass_gemm = cutlass_gemm;
     auto tokens = ltserve::MakeTokenLayout(spec, std::nullopt);
     if (!tokens.ok()) {
       std::fprintf(stderr, "token layout: %s\n", tokens.status().ToString().c_str());
@@ -577,9 +581,11 @@ int main(int argc, char** argv) {
       // CUTLASS's GEMMs (programmatic launch: each starts while the kernel ahead drains)
       // against cuBLASLt's, for all four GEMMs of every layer.
       const std::int64_t batches[] = {1, 8, 32, 128};
-      return PrintOptionAB("BERT-base layers, bf16, seq 128", CutlassGemmAB(), p, spec,
-                           tokens.value(), std::span(batches).first(max_batch >= 128 ? 4 : 1),
-                           kSeq);
+      const auto shown = std::span(batches).first(max_batch >= 128 ? 4 : 1);
+      return PrintOptionAB("BERT-base layers, bf16, seq 128", CutlassGemmAutoAB(), p, spec,
+                           tokens.value(), shown, kSeq) +
+             PrintOptionAB("BERT-base layers, bf16, seq 128", CutlassGemmAB(), p, spec,
+                           tokens.value(), shown, kSeq);
     }
     if (argc > 3 && std::string(argv[3]) == "--pass-ab") {
       // Own-kernel choices checked in the pass against per kernel: they compete up to 128

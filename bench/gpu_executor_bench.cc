@@ -567,6 +567,11 @@ int main(int argc, char** argv) {
     const OptionAB ab = mode == "workspace-ab" ? WorkspaceAB()
                         : mode == "memset-ab"  ? MemsetConsolidationAB()
                                                : CutlassGemmAB();
+    if (mode == "cutlass-ab") {
+      return PrintOptionAB(name + ", FP32 in and out", CutlassGemmAutoAB(), plan, spec,
+                           std::nullopt, batches, 0) +
+             PrintOptionAB(name + ", FP32 in and out", ab, plan, spec, std::nullopt, batches, 0);
+    }
     return PrintOptionAB(name + ", FP32 in and out", ab, plan, spec, std::nullopt, batches, 0);
   }
   if (argc > 3 && std::string(argv[3]) == "launch-ab") {

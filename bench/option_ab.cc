@@ -200,6 +200,13 @@ OptionAB CutlassGemmAB() {
                   [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB CutlassGemmAutoAB() {
+  return OptionAB{"CUTLASS's GEMMs where they time faster alone (cutlass_gemm_kernel auto) and off",
+                  "auto", "off",
+                  [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kAuto; },
+                  [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kOff; }};
+}
+
 int PrintOptionAB(const std::string& name, const OptionAB& ab,
                   std::shared_ptr<const ltserve::plan::Plan> plan, ltserve::ModelSpec spec,
                   const std::optional<ltserve::TokenLayout>& tokens,

@@ -62,8 +62,10 @@ OptionAB WorkspaceAB();
 // true) against one before each persistent kernel, where cuBLASLt puts them (false), with the
 // same algorithms.
 OptionAB MemsetConsolidationAB();
-// CUTLASS's GEMMs wherever they apply (cutlass_gemm_kernel always) against off.
+// CUTLASS's GEMMs wherever they apply (cutlass_gemm_kernel always) against off, or chosen
+// per GEMM and bucket (auto) against off.
 OptionAB CutlassGemmAB();
+OptionAB CutlassGemmAutoAB();
 OptionAB GemmLayerNormAlwaysAB();  // every GEMM + LayerNorm pair fused (always) against off
 // The split-K and GEMM + LayerNorm kernels wherever they run (always) against the defaults,
 // and programmatic launch on against off with them.

@@ -337,10 +337,10 @@ cublaslt_option_ab() {
   grep -E "^(wall|[0-9]+ launches)" "$OUT/${name}_timeline.md"
 }
 if [[ ${RUN_CUTLASS_AB:-0} == 1 ]]; then
-  # CUTLASS's GEMMs (programmatic dependent launch) wherever they apply against off; the
-  # timelines are the CUTLASS side's.
+  # CUTLASS's GEMMs (programmatic dependent launch) where they time faster alone (auto), then
+  # wherever they apply (always), each against off; the timelines are auto's.
   echo "== CUTLASS GEMM A/Bs (${SECONDS} s)"
-  cublaslt_option_ab cutlass --cutlass-ab cutlass-ab "${CUTLASS_AB_TIMEOUT_S:-0}" --cutlass-gemm
+  cublaslt_option_ab cutlass --cutlass-ab cutlass-ab "${CUTLASS_AB_TIMEOUT_S:-0}" --cutlass-gemm-auto
   grep -hoE "CUTLASS kernel for [^;]*" "$OUT/cutlass_ab.log" | sort | uniq -c | head -12
 fi
 if [[ ${RUN_WORKSPACE_AB:-0} == 1 ]]; then

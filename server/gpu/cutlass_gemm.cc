@@ -1,5 +1,7 @@
 #include "gpu/cutlass_gemm.h"
 
+#include <cstdint>
+
 #include "gpu/cutlass_gemm_tiles.h"
 
 namespace ltserve::gpu {
@@ -54,6 +56,15 @@ cudaError_t LaunchCutlassGemm(const CutlassGemmConfig& config, const void* x, co
   if (type != ElemType::kBf16 && type != ElemType::kFp16) return cudaErrorInvalidValue;
   if (rows < 1 || rows >= (std::int64_t{1} << 30) || sm_count < 1 ||
       !CutlassGemmSupports(9, type, out_features, in_features, act)) {
+    return cudaErrorInvalidValue;
+  }
+  // TMA's tensor maps need 16-byte aligned bases, and CUTLASS launches whatever it is given
+  // (a misaligned X ran into an illegal instruction, which ends the CUDA context).
+  const auto aligned = [](const void* p) {
+    return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  };
+  if (x == nullptr || w == nullptr || y == nullptr || !aligned(x) || !aligned(w) ||
+      !aligned(y) || !aligned(bias) || !aligned(residual)) {
     return cudaErrorInvalidValue;
   }
   const cutlass_gemm::Operands o{x,    w,           bias,         residual, y,        rows,

@@ -65,7 +65,7 @@ std::vector<CutlassGemmConfig> CutlassGemmCandidates(std::int64_t rows, std::int
 
 // Enqueues y = act(x·wᵀ + bias + residual) on `stream` over at most `sm_count` SMs; `bias` and
 // `residual` may be null. cudaErrorInvalidValue for what the kernels do not take (see
-// CutlassGemmSupports, and operands off 16-byte alignment), cudaErrorNotSupported where the
+// CutlassGemmSupports, and null or misaligned operands: each 16-byte aligned), cudaErrorNotSupported where the
 // build has no kernels, else the launch's error. `programmatic`: launched to overlap the kernel
 // before it (programmatic dependent launch).
 cudaError_t LaunchCutlassGemm(const CutlassGemmConfig& config, const void* x, const void* w,

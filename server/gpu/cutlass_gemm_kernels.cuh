@@ -83,7 +83,8 @@ cudaError_t Run(const Operands& o) {
   // The persistent schedule without split-K or stream-K needs none; a workspace would have to
   // come from the caller, never from an allocation here.
   if (Gemm::get_workspace_size(args) != 0) return cudaErrorInvalidValue;
-  // Builds the tensor maps (host-side encoding only); fails on operands off 16-byte alignment.
+  // Builds the tensor maps (host-side encoding only). It does not refuse a misaligned operand:
+  // LaunchCutlassGemm checks alignment first.
   if (gemm.initialize(args, nullptr, o.stream) != cutlass::Status::kSuccess) {
     return cudaErrorInvalidValue;
   }

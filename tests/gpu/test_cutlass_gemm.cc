@@ -126,9 +126,11 @@ TEST(CutlassGemm, RefusesWhatItDoesNotTake) {
             cudaErrorInvalidValue);
   EXPECT_EQ(launch(device.x.data(), 200, 40, Activation::kNone, ElemType::kBf16, 0),
             cudaErrorInvalidValue);
-  // X 2 bytes off its 16-byte alignment: only the tensor-map encoder sees it.
+  // X 2 bytes off its 16-byte alignment (CUTLASS itself would launch it), and no X.
   EXPECT_EQ(launch(static_cast<const std::uint16_t*>(device.x.data()) + 1, 200, 40,
                    Activation::kNone, ElemType::kBf16, 132),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(launch(nullptr, 200, 40, Activation::kNone, ElemType::kBf16, 132),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
