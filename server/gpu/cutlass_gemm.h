@@ -65,9 +65,9 @@ std::vector<CutlassGemmConfig> CutlassGemmCandidates(std::int64_t rows, std::int
 
 // Enqueues y = act(x·wᵀ + bias + residual) on `stream` over at most `sm_count` SMs; `bias` and
 // `residual` may be null. cudaErrorInvalidValue for what the kernels do not take (see
-// CutlassGemmSupports, and null or misaligned operands: each 16-byte aligned), cudaErrorNotSupported where the
-// build has no kernels, else the launch's error. `programmatic`: launched to overlap the kernel
-// before it (programmatic dependent launch).
+// CutlassGemmSupports) and for null or misaligned operands (each must be 16-byte aligned),
+// cudaErrorNotSupported where the build has no kernels, else the launch's error.
+// `programmatic`: launched to overlap the kernel before it (programmatic dependent launch).
 cudaError_t LaunchCutlassGemm(const CutlassGemmConfig& config, const void* x, const void* w,
                               const void* bias, const void* residual, void* y, std::int64_t rows,
                               std::int64_t out_features, std::int64_t in_features,

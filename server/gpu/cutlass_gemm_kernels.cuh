@@ -32,7 +32,8 @@ constexpr int kAlignment = 8;
 
 template <typename T, template <class> class Activation, class TileShape, class ClusterShape>
 struct Kernel {
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Activation, T, float, T, T, float>;
+  using Fusion =
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Activation, T, float, T, T, float>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, T, cutlass::layout::RowMajor,
@@ -64,8 +65,10 @@ cudaError_t Run(const Operands& o) {
   typename Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm,
       {m, n, k, 1},
-      {static_cast<const T*>(o.x), cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, {m, k, 1}),
-       static_cast<const T*>(o.w), cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, {n, k, 1})},
+      {static_cast<const T*>(o.x),
+       cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, {m, k, 1}),
+       static_cast<const T*>(o.w),
+       cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, {n, k, 1})},
       {{},
        source,
        cutlass::make_cute_packed_stride(typename GemmKernel::StrideC{}, {m, n, 1}),

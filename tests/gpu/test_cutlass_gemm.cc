@@ -87,7 +87,8 @@ TEST(CutlassGemm, FewSmsTakeEveryTile) {
   DeviceCase device(c);
   for (const CutlassTile tile : kTiles) {
     const CutlassGemmConfig config{tile};
-    c.ExpectMatches(device.Run(c, config, false, /*sm_count=*/4), c.Name() + ", 4 SMs, " + config.Describe());
+    c.ExpectMatches(device.Run(c, config, false, /*sm_count=*/4),
+                    c.Name() + ", 4 SMs, " + config.Describe());
   }
 }
 
@@ -136,6 +137,48 @@ TEST(CutlassGemm, RefusesWhatItDoesNotTake) {
 }
 
 // No GPU needed from here on.
+
+// What is refused before anything reaches CUDA: operands that are null or off 16-byte
+// alignment (CUTLASS itself launches a misaligned X, into an illegal instruction that ends the
+// context), shapes, types and activations the kernels do not take, no SMs. The pointers are
+// never dereferenced.
+TEST(CutlassGemm, RefusesBadOperandsBeforeLaunching) {
+  auto* base = reinterpret_cast<std::uint16_t*>(std::uintptr_t{1} << 20);
+  struct Launch {
+    const std::uint16_t* x;
+    const std::uint16_t* w;
+    const std::uint16_t* bias = nullptr;
+    const std::uint16_t* residual = nullptr;
+    std::uint16_t* y;
+    std::int64_t n = 64, k = 64;
+    Activation act = Activation::kNone;
+    ElemType type = ElemType::kBf16;
+    int sm_count = 132;
+  };
+  const Launch good{base, base + 4096, nullptr, nullptr, base + 8192};
+  std::vector<Launch> bad(12, good);
+  bad[0].x = base + 1;
+  bad[1].w = base + 4100;
+  bad[2].bias = base + 2;
+  bad[3].residual = base + 6;
+  bad[4].y = base + 8195;
+  bad[5].x = nullptr;
+  bad[6].y = nullptr;
+  bad[7].act = Activation::kSilu;
+  bad[8].n = 60;
+  bad[9].k = 60;
+  bad[10].type = ElemType::kFp32;
+  bad[11].sm_count = 0;
+  const cudaError_t refused =
+      gpu::CutlassGemmAvailable() ? cudaErrorInvalidValue : cudaErrorNotSupported;
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    const Launch& l = bad[i];
+    EXPECT_EQ(gpu::LaunchCutlassGemm({CutlassTile::k128x192}, l.x, l.w, l.bias, l.residual, l.y,
+                                     64, l.n, l.k, l.act, l.type, l.sm_count, false, nullptr),
+              refused)
+        << "case " << i;
+  }
+}
 
 TEST(CutlassGemm, SupportsHopperSixteenBitAndItsActivationsOnly) {
   const bool built = gpu::CutlassGemmAvailable();
