@@ -111,9 +111,11 @@ fi
 # CUTLASS's headers for the GPU executor's CUTLASS GEMMs (server/gpu/cutlass_gemm.h): the
 # nvidia-cutlass wheel carries the C++ tree; only include/ and tools/util/include/ are unpacked,
 # into .deps/cutlass where CMake looks (without them the build leaves those kernels out). The
-# wheel's Python dependencies are not installed: nothing here imports it.
+# wheel's Python dependencies are not installed: nothing here imports it. Development set-ups
+# only: the kernels are an option that is off by default and not yet faster (docs/gpu_executor.md),
+# and their compiling would add minutes to every image build.
 CUTLASS_VERSION=4.2.0.0
-if [[ "$(cat .deps/cutlass/VERSION 2>/dev/null)" != "$CUTLASS_VERSION" ]]; then
+if [[ $PROFILE != release && "$(cat .deps/cutlass/VERSION 2>/dev/null)" != "$CUTLASS_VERSION" ]]; then
   echo "setup: unpacking CUTLASS $CUTLASS_VERSION's headers into .deps/cutlass"
   rm -rf .deps/cutlass .deps/wheels
   mkdir -p .deps/wheels
