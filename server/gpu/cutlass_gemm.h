@@ -11,6 +11,10 @@
 // sm_90a: compute capability 9.x only; 16-bit storage only; K and N multiples of 8 (16-byte
 // rows for the tensor maps); activations none, ReLU and both GELUs. Compiled only where the
 // build found CUTLASS's headers (LTSERVE_WITH_CUTLASS); CutlassGemmAvailable() says.
+//
+// Measured on an H100 (bench/RESULTS.md, 2026-12-07): with every GEMM of BERT-base on it the
+// pass has no time left in which no kernel runs, but its tiles are slower than cuBLASLt's on
+// those shapes (QKV ~20 %, the FFN GEMMs 7-18 %), so the pass is slower; hence off by default.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,8 +29,8 @@
 namespace ltserve::gpu {
 
 // Rows from which `cutlass_gemm_kernel auto` lets the kernels compete with cuBLASLt (timed
-// alone, where programmatic launch gives them nothing); below, the executor's few-row kernels
-// are the ones that compete.
+// alone, then as the runner-up in the pass check); below, the executor's few-row kernels are
+// the ones that compete.
 constexpr std::int64_t kCutlassGemmAutoMinRows = 128;
 
 // The tile shapes compiled, each with the cluster that shares its tiles' copies: the one
