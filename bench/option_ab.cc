@@ -196,7 +196,9 @@ OptionAB MemsetConsolidationAB() {
 OptionAB CutlassGemmAB() {
   return OptionAB{"CUTLASS's GEMMs wherever they apply (cutlass_gemm_kernel always) and off",
                   "CUTLASS", "off",
-                  [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kAlways; },
+                  [](ltserve::ModelOptions& o) {
+                    o.cutlass_gemm = ltserve::OwnKernelMode::kAlways;
+                  },
                   [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kOff; }};
 }
 

@@ -119,7 +119,8 @@ std::vector<std::string> OwnKernelNotes(const GpuModel& model, const GemmTuning&
                     staged_rows.Text() + ")");
   }
   if (model.options().cutlass_gemm != OwnKernelMode::kOff && !CutlassGemmAvailable()) {
-    notes.push_back("no CUTLASS kernel in this build (cutlass_gemm_kernel): cuBLASLt runs its GEMMs");
+    notes.push_back(
+        "no CUTLASS kernel in this build (cutlass_gemm_kernel): cuBLASLt runs its GEMMs");
   }
   if (cutlass > 0) {
     notes.push_back("CUTLASS kernel for " + std::to_string(cutlass) + " GEMM buckets (" +
