@@ -5,8 +5,8 @@ Programmatic dependent launch lets a kernel start before the one ahead of it end
 only if the kernel executes griddepcontrol.wait (SASS ACQBULK) before it reads anything the
 kernel ahead writes, and it lets the kernel after it start early only if it executes
 griddepcontrol.launch_dependents (SASS PREEXIT). For kernels whose code is not in a library's
-fatbin (cuBLASLt's nvjet kernels are assembled at run time), Nsight Compute's source page is
-where the SASS can be read. This prints, per kernel: its instruction count, the index of the
+fatbin under their names (cuBLASLt's nvjet kernels: the library holds only the pattern their
+names are formatted from), Nsight Compute's source page is where the SASS can be read. This prints, per kernel: its instruction count, the index of the
 first ACQBULK and PREEXIT, and the global and tensor-memory loads that come before the first
 ACQBULK in program order (a straight reading of the listing, not of its branches).
 

@@ -3,7 +3,7 @@
 // epilogue, as cuBLASLt's. What it has that cuBLASLt's kernels lack is programmatic dependent
 // launch: its producer warps wait for the kernel ahead (griddepcontrol.wait) before their first
 // load, and it lets the kernel after it launch once its last tile's main loop is done. The
-// kernels cuBLASLt 13 runs in BERT-base's passes (nvjet, assembled at run time) have neither
+// kernels cuBLASLt 13 runs in BERT-base's passes (nvjet) have neither
 // instruction in their code (bench/RESULTS.md, 2026-12-07), so each of them starts only after
 // the kernel ahead has ended and lets nothing start before it ends.
 //
