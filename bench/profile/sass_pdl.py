@@ -17,11 +17,10 @@ Usage: ncu --import REPORT.ncu-rep --page source --print-source sass > kernels.s
 import re
 import sys
 
-# A kernel's header line in Nsight Compute's text output:
-#   name (grid)x(block), Context 1, Stream 13, Device 0, CC 9.0
-HEADER = re.compile(r"^\s*(\S.*?)\s+\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), Context \d+, Stream \d+")
-# An instruction: an upper-case opcode, optionally predicated, with its dotted modifiers.
-OPCODE = re.compile(r"(?:^|\s)(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]{2,}(?:\.[A-Z0-9_]+)*)\b")
+# Nsight Compute's text source page: a "Kernel Name  <name>" line before each kernel's table,
+# whose rows start with the instruction's address and then its opcode (optionally predicated).
+HEADER = re.compile(r"^Kernel Name\s+(\S.*?)\s*$")
+OPCODE = re.compile(r"^0x[0-9a-f]+\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 LOADS = ("LDG", "UTMALDG", "UBLKCP", "LDGSTS", "UTMAPF", "LDGDEPBAR", "UBLKPF")
 
 
@@ -50,7 +49,7 @@ def main(path):
         if match:
             kernels[-1][1].append(match.group(1))
     if not kernels:
-        print(f"{path}: no kernel found (was the report collected with SourceCounters?)")
+        print(f"{path}: no kernel found (was it printed with --page source --print-source sass?)")
         return 1
     seen = set()
     for name, opcodes in kernels:
