@@ -237,7 +237,6 @@ if [[ ${RUN_CUBLASLT_SASS:-0} == 1 ]]; then
       > "$OUT/cublaslt_b$batch.sass" 2>> "$OUT/ncu_cublaslt_b$batch.log" || status=1
     python3 bench/profile/sass_pdl.py "$OUT/cublaslt_b$batch.sass" || status=1
     echo "lines with ACQBULK: $(grep -c ACQBULK "$OUT/cublaslt_b$batch.sass"), with PREEXIT: $(grep -c PREEXIT "$OUT/cublaslt_b$batch.sass")"
-    grep -m 3 -E "Context [0-9]+, Stream" "$OUT/cublaslt_b$batch.sass"
     gzip -f "$OUT/cublaslt_b$batch.sass"
   done
 fi
