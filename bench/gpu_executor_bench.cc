@@ -35,6 +35,7 @@
 #include "kernel_timeline.h"
 #include "option_ab.h"
 #include "chain_gemm_table.h"
+#include "cutlass_gemm_table.h"
 #include "gemm_search_table.h"
 #include "norm_gemm_table.h"
 #include "skinny_gemm_table.h"
@@ -496,7 +497,7 @@ int PrintMlpTimelines(const std::string& name, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | staged-ab | workspace-ab | memset-ab | cutlass-ab | timeline | idle]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [copies | skinny | skinny-profile | skinny-profile-128 | chain | chain-ab | chain-trace | norm | attention | layernorm | gemm-search | search-ab | pass-ab | launch-ab | staged-ab | workspace-ab | memset-ab | cutlass-ab | cutlass-table | timeline | idle]\n", argv[0]);
     return 2;
   }
   std::string reason;
@@ -517,6 +518,8 @@ int main(int argc, char** argv) {
     return PrintSkinnyGemmTable(MeasureCopyTBps());
   }
   if (argc > 3 && std::string(argv[3]) == "chain-trace") return PrintChainRingTrace();
+  // CUTLASS's tiles and schedules against cuBLASLt on BERT-base's GEMMs, alone and as a graph.
+  if (argc > 3 && std::string(argv[3]) == "cutlass-table") return PrintCutlassGemmTable();
   if (argc > 3 && (std::string(argv[3]) == "chain" || std::string(argv[3]) == "chain-profile")) {
     // The layer-chain kernel alone: its table, or one launch of each configuration to profile.
     return PrintChainGemmTable(MeasureCopyTBps(), std::string(argv[3]) == "chain-profile");

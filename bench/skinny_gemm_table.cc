@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm_table_device.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_resources.h"
 #include "gpu/gemm.h"
@@ -39,82 +40,6 @@ int Fail(const std::string& what, const ltserve::Status& status) {
   return 1;
 }
 
-ltserve::Status Launched(cudaError_t error, const std::string& what) {
-  if (error != cudaSuccess) return ltserve::Internal(what + ": " + cudaGetErrorString(error));
-  return ltserve::Status::Ok();
-}
-
-// The fastest and slowest of `configs`, each timed alone with the L2 emptied; `launch(config)`
-// enqueues one run.
-template <typename Config>
-struct Timed {
-  float best_ms = std::numeric_limits<float>::infinity();
-  float worst_ms = 0;
-  std::optional<Config> best;
-};
-template <typename Config, typename Launch>
-ltserve::Result<Timed<Config>> TimeEach(const std::vector<Config>& configs, Launch&& launch,
-                                        const DeviceBuffer& flush, cudaStream_t s) {
-  Timed<Config> timed;
-  for (const Config& config : configs) {
-    LTSERVE_ASSIGN_OR_RETURN(const float ms, TimeColdOnStream([&] {
-      return Launched(launch(config), config.Describe());
-    }, flush, s));
-    std::fprintf(stderr, "  %s: %.1f us\n", config.Describe().c_str(), 1000.0 * ms);
-    if (ms < timed.best_ms) {
-      timed.best_ms = ms;
-      timed.best = config;
-    }
-    timed.worst_ms = std::max(timed.worst_ms, ms);
-  }
-  return timed;
-}
-
-// One step of a pass: enqueues its kernel, launched programmatically if asked.
-using PassStep = std::function<ltserve::Status(bool programmatic)>;
-
-// `steps` captured as one graph, each but the first launched programmatically where
-// `programmatic`, and timed as TimeColdOnStream times: the L2 emptied before each replay.
-ltserve::Result<float> TimePassCold(const std::vector<PassStep>& steps, bool programmatic,
-                                    const DeviceBuffer& flush, cudaStream_t s) {
-  LTSERVE_ASSIGN_OR_RETURN(GraphExec graph, CaptureGraph(s, [&]() -> ltserve::Status {
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      LTSERVE_RETURN_IF_ERROR(steps[i](programmatic && i > 0));
-    }
-    return ltserve::Status::Ok();
-  }));
-  return TimeColdOnStream([&] {
-    return Launched(cudaGraphLaunch(graph.get(), s), "graph launch");
-  }, flush, s);
-}
-
-constexpr std::size_t kWorkspace = std::size_t{32} << 20;
-
-// What the tables time with: a stream, a cuBLASLt handle and its workspace, and a buffer of
-// twice the L2, zeroed, that TimeColdOnStream reads before each timed run.
-struct TableDevice {
-  Stream stream;
-  LtHandle handle;
-  DeviceBuffer flush;
-  DeviceBuffer workspace;
-
-  static ltserve::Result<TableDevice> Create() {
-    TableDevice d;
-    LTSERVE_ASSIGN_OR_RETURN(d.stream, CreateStream());
-    LTSERVE_ASSIGN_OR_RETURN(d.handle, CreateLtHandle());
-    int device = 0;
-    int l2 = 0;
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-    LTSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    LTSERVE_ASSIGN_OR_RETURN(d.flush,
-                             DeviceBuffer::Create(2 * static_cast<std::size_t>(l2), "flush"));
-    LTSERVE_ASSIGN_OR_RETURN(d.workspace, DeviceBuffer::Create(kWorkspace, "workspace"));
-    LTSERVE_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(d.flush.data(), 0, d.flush.bytes(), d.stream.get()));
-    return d;
-  }
-};
-
 // A device copy of W [n, k] (bf16) in the streamed kernel's packed layout.
 ltserve::Result<DeviceBuffer> PackedCopy(const void* w, std::int64_t n, std::int64_t k) {
   std::vector<std::uint16_t> host(static_cast<std::size_t>(n * k));
@@ -133,14 +58,6 @@ std::vector<StreamedGemmConfig> PackedCandidates(std::int64_t rows, std::int64_t
     if (StreamedGemmTakesPacked(c, k)) candidates.push_back(c);
   }
   return candidates;
-}
-
-int SmCount() {
-  int device = 0;
-  int sms = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  return sms;
 }
 
 std::string Us(const std::optional<float>& ms) {
@@ -205,7 +122,7 @@ int PrintBertGemmChainTable() {
     auto gemm = Gemm::Create(ltserve::Precision::kBf16,
                              GemmShape{kRows, step.n, step.k, CUBLASLT_EPILOGUE_BIAS, false});
     if (!gemm.ok()) return Fail("Gemm::Create", gemm.status());
-    auto candidates = gemm.value().Candidates(handle, kWorkspace, 1);
+    auto candidates = gemm.value().Candidates(handle, kTableWorkspace, 1);
     if (!candidates.ok() || candidates.value().empty()) return Fail("heuristic", candidates.status());
     gemms.push_back(std::move(gemm).value());
     algos.push_back(candidates.value().front());
@@ -219,7 +136,7 @@ int PrintBertGemmChainTable() {
     void* b = biases[i].data();
     cublas.push_back([&, i, x, y, w, b](bool) {
       return gemms[i].RunWith(algos[i], handle, GemmOperands{w, x, b, nullptr, y}, workspace,
-                              kWorkspace, s);
+                              kTableWorkspace, s);
     });
     auto split = TimeEach(SkinnyGemmCandidates(kRows, n, k), [&](const SkinnyGemmConfig& c) {
       return LaunchSkinnyGemm(c, x, w, b, nullptr, y, kRows, n, k, none, ElemType::kBf16, false, s);
@@ -331,7 +248,7 @@ int PrintMlpPassTable(double copy_tbps) {
       const GemmShape shape{rows, layer.n, layer.k, CUBLASLT_EPILOGUE_BIAS, false};
       auto gemm = Gemm::Create(ltserve::Precision::kBf16, shape);
       if (!gemm.ok()) return Fail("Gemm::Create", gemm.status());
-      auto candidates = gemm.value().Candidates(handle, kWorkspace, 1);
+      auto candidates = gemm.value().Candidates(handle, kTableWorkspace, 1);
       if (!candidates.ok() || candidates.value().empty()) return Fail("heuristic", candidates.status());
       gemms.push_back(std::move(gemm).value());
       algos.push_back(candidates.value().front());
@@ -344,7 +261,7 @@ int PrintMlpPassTable(double copy_tbps) {
       void* b = biases[i].data();
       cublas.push_back([&, i, x, y, w, b](bool) {
         return gemms[i].RunWith(algos[i], handle, GemmOperands{w, x, b, nullptr, y},
-                                workspace, kWorkspace, s);
+                                workspace, kTableWorkspace, s);
       });
       auto split = TimeEach(SkinnyGemmCandidates(rows, layer.n, layer.k), [&](const SkinnyGemmConfig& c) {
         return LaunchSkinnyGemm(c, x, w, b, nullptr, y, rows, layer.n, layer.k, none,
@@ -460,13 +377,13 @@ int PrintSkinnyGemmTable(double copy_tbps) {
       const GemmShape shape{rows, layer.n, layer.k, CUBLASLT_EPILOGUE_BIAS, false};
       auto gemm = Gemm::Create(ltserve::Precision::kBf16, shape);
       if (!gemm.ok()) return Fail("Gemm::Create", gemm.status());
-      auto algos = gemm.value().Candidates(handle, kWorkspace, 1);
+      auto algos = gemm.value().Candidates(handle, kTableWorkspace, 1);
       if (!algos.ok() || algos.value().empty()) return Fail("heuristic", algos.status());
       const GemmOperands operands{w.value().data(), x.value().data(), bias.value().data(),
                                   nullptr, y.value().data()};
       auto cublas_ms = TimeColdOnStream([&] {
         return gemm.value().RunWith(algos.value().front(), handle, operands,
-                                    workspace, kWorkspace, s);
+                                    workspace, kTableWorkspace, s);
       }, flush, s);
       if (!cublas_ms.ok()) return Fail("cuBLASLt run", cublas_ms.status());
       float best = std::numeric_limits<float>::infinity();
@@ -603,7 +520,7 @@ int ProfileWideGemms() {
     auto gemm = Gemm::Create(ltserve::Precision::kBf16,
                              GemmShape{kRows, layer.n, layer.k, CUBLASLT_EPILOGUE_BIAS, false});
     if (!gemm.ok()) return Fail("Gemm::Create", gemm.status());
-    auto algos = gemm.value().Candidates(handle, kWorkspace, 1);
+    auto algos = gemm.value().Candidates(handle, kTableWorkspace, 1);
     if (!algos.ok() || algos.value().empty()) return Fail("heuristic", algos.status());
     auto split = TimeEach(SkinnyGemmCandidates(kRows, layer.n, layer.k), [&](const SkinnyGemmConfig& c) {
       return LaunchSkinnyGemm(c, x.value().data(), w.value().data(), bias.value().data(), nullptr,
@@ -630,7 +547,7 @@ int ProfileWideGemms() {
     const ltserve::Status run = c.gemm.RunWith(
         c.algo, handle, GemmOperands{w.value().data(), x.value().data(), bias.value().data(),
                                      nullptr, y.value().data()},
-        workspace, kWorkspace, s);
+        workspace, kTableWorkspace, s);
     if (!run.ok()) return Fail("cuBLASLt run", run);
     const cudaError_t error = LaunchSkinnyGemm(c.split, x.value().data(), w.value().data(),
                                                bias.value().data(), nullptr, y.value().data(),

@@ -336,12 +336,24 @@ cublaslt_option_ab() {
   cat "$OUT/${name}_ab.md"
   grep -E "^(wall|[0-9]+ launches)" "$OUT/${name}_timeline.md"
 }
+if [[ ${RUN_CUTLASS_TABLE:-0} == 1 ]]; then
+  # CUTLASS's tiles and schedules against cuBLASLt on BERT-base's GEMMs, one at a time and the
+  # four as a graph (each configuration's time also on stderr).
+  echo "== CUTLASS GEMM table (${SECONDS} s)"
+  timeout "${CUTLASS_TABLE_TIMEOUT_S:-0}" \
+  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 cutlass-table \
+    > "$OUT/cutlass_table.md" 2> "$OUT/cutlass_table.log" || status=1
+  cat "$OUT/cutlass_table.md"
+  tail -3 "$OUT/cutlass_table.log"
+fi
 if [[ ${RUN_CUTLASS_AB:-0} == 1 ]]; then
   # CUTLASS's GEMMs (programmatic dependent launch) where they time faster alone (auto), then
   # wherever they apply (always), each against off; the timelines are auto's.
   echo "== CUTLASS GEMM A/Bs (${SECONDS} s)"
   cublaslt_option_ab cutlass --cutlass-ab cutlass-ab "${CUTLASS_AB_TIMEOUT_S:-0}" --cutlass-gemm-auto
   grep -hoE "CUTLASS kernel for [^;]*" "$OUT/cutlass_ab.log" | sort | uniq -c | head -12
+  # The pass check's trials of every shape left on cuBLASLt with a CUTLASS runner-up at once.
+  grep -hoE "[0-9]+ rows:[^;]*shapes on CUTLASS [0-9.]+" "$OUT/cutlass_ab.log" | cut -c1-200 | head -24
 fi
 if [[ ${RUN_WORKSPACE_AB:-0} == 1 ]]; then
   # cuBLASLt's workspace at its default against 1 byte, which leaves out the algorithms that

@@ -8,15 +8,18 @@ namespace ltserve::gpu {
 
 std::string CutlassGemmConfig::Describe() const {
   switch (tile) {
-    case CutlassTile::k128x192: return "CUTLASS 128x192 tiles, 2x1 clusters";
-    case CutlassTile::k128x256: return "CUTLASS 128x256 tiles, 2x1 clusters";
-    case CutlassTile::k256x128: return "CUTLASS 256x128 tiles, 1x2 clusters";
+    case CutlassTile::k128x192: return "CUTLASS 128x192 tiles, 2x1 clusters, cooperative";
+    case CutlassTile::k128x256: return "CUTLASS 128x256 tiles, 2x1 clusters, cooperative";
+    case CutlassTile::k256x128: return "CUTLASS 256x128 tiles, 1x2 clusters, cooperative";
+    case CutlassTile::k64x256Pingpong: return "CUTLASS 64x256 tiles, 2x1 clusters, pingpong";
+    case CutlassTile::k128x128Pingpong: return "CUTLASS 128x128 tiles, 2x1 clusters, pingpong";
+    case CutlassTile::k64x192Pingpong: return "CUTLASS 64x192 tiles, 2x1 clusters, pingpong";
   }
   return "CUTLASS";
 }
 
 bool CutlassGemmConfig::FromNumber(int number, CutlassGemmConfig* config) {
-  if (number < 0 || number > static_cast<int>(CutlassTile::k256x128)) return false;
+  if (number < 0 || number >= kCutlassTileCount) return false;
   config->tile = static_cast<CutlassTile>(number);
   return true;
 }
@@ -44,7 +47,11 @@ bool CutlassGemmSupports(int sm_major, ElemType type, std::int64_t out_features,
 std::vector<CutlassGemmConfig> CutlassGemmCandidates(std::int64_t rows, std::int64_t out_features,
                                                      std::int64_t in_features) {
   if (rows < 1 || out_features % 8 != 0 || in_features % 8 != 0) return {};
-  return {{CutlassTile::k128x192}, {CutlassTile::k128x256}, {CutlassTile::k256x128}};
+  std::vector<CutlassGemmConfig> configs;
+  for (int number = 0; number < kCutlassTileCount; ++number) {
+    configs.push_back({static_cast<CutlassTile>(number)});
+  }
+  return configs;
 }
 
 cudaError_t LaunchCutlassGemm(const CutlassGemmConfig& config, const void* x, const void* w,
@@ -78,6 +85,15 @@ cudaError_t LaunchCutlassGemm(const CutlassGemmConfig& config, const void* x, co
       return bf16 ? cutlass_gemm::Launch128x256Bf16(o) : cutlass_gemm::Launch128x256Fp16(o);
     case CutlassTile::k256x128:
       return bf16 ? cutlass_gemm::Launch256x128Bf16(o) : cutlass_gemm::Launch256x128Fp16(o);
+    case CutlassTile::k64x256Pingpong:
+      return bf16 ? cutlass_gemm::Launch64x256PingpongBf16(o)
+                  : cutlass_gemm::Launch64x256PingpongFp16(o);
+    case CutlassTile::k128x128Pingpong:
+      return bf16 ? cutlass_gemm::Launch128x128PingpongBf16(o)
+                  : cutlass_gemm::Launch128x128PingpongFp16(o);
+    case CutlassTile::k64x192Pingpong:
+      return bf16 ? cutlass_gemm::Launch64x192PingpongBf16(o)
+                  : cutlass_gemm::Launch64x192PingpongFp16(o);
   }
   return cudaErrorInvalidValue;
 #else

@@ -34,20 +34,28 @@ namespace ltserve::gpu {
 // the ones that compete.
 constexpr std::int64_t kCutlassGemmAutoMinRows = 128;
 
-// The tile shapes compiled, each with the cluster that shares its tiles' copies: the one
-// operand two blocks of a cluster have in common is copied once for both (TMA multicast).
+// The tile shapes and schedules compiled, each with the cluster that shares its tiles' copies:
+// the one operand two blocks of a cluster have in common is copied once for both (TMA
+// multicast). Cooperative: a block's two consumer warpgroups on one tile; pingpong: each on a
+// tile of its own, one's epilogue beside the other's main loop (cutlass_gemm_kernels.cuh). The
+// values are the algorithm cache's numbers: new ones go at the end.
 enum class CutlassTile : std::uint8_t {
-  k128x192,  // 128 rows x 192 outputs, 2 x 1 cluster: N = 768 in 4 tiles a row block
-  k128x256,  // 128 x 256, 2 x 1
-  k256x128,  // 256 x 128, 1 x 2
+  k128x192,          // 128 rows x 192 outputs, 2 x 1 cluster, cooperative: N = 768 in 4 tiles
+  k128x256,          // 128 x 256, 2 x 1, cooperative
+  k256x128,          // 256 x 128, 1 x 2, cooperative
+  k64x256Pingpong,   // 64 x 256, 2 x 1, pingpong: FFN up (N = 3,072) in 12 tiles a row block
+  k128x128Pingpong,  // 128 x 128, 2 x 1, pingpong
+  k64x192Pingpong,   // 64 x 192, 2 x 1, pingpong: N = 768 in 4, 2,304 in 12
 };
+inline constexpr int kCutlassTileCount = 6;
 
 struct CutlassGemmConfig {
   CutlassTile tile = CutlassTile::k128x256;
 
-  // For logs and tables, e.g. "CUTLASS 128x256 tiles, 2x1 clusters".
+  // For logs and tables, e.g. "CUTLASS 128x256 tiles, 2x1 clusters, cooperative".
   std::string Describe() const;
-  // The number for the algorithm cache's text (0, 1, 2); FromNumber is its inverse.
+  // The number for the algorithm cache's text (0 to kCutlassTileCount - 1); FromNumber is its
+  // inverse.
   int Number() const { return static_cast<int>(tile); }
   static bool FromNumber(int number, CutlassGemmConfig* config);
   friend bool operator==(const CutlassGemmConfig& a, const CutlassGemmConfig& b) {

@@ -4,6 +4,11 @@
 // TMA into a ring of shared-memory stages, two consumer warpgroups multiply them with wgmma,
 // and the epilogue adds the bias (a row vector read by the consumers), the residual (C,
 // copied by TMA) and applies the activation in fp32 before one rounding to the storage type.
+// Two schedules: *cooperative*, both consumer warpgroups on one tile (half its rows each), then
+// both in its epilogue; *pingpong*, each warpgroup a tile of its own, their main loops taking
+// turns, so that one warpgroup's epilogue runs while the other multiplies. With K = 768 a
+// tile's main loop is 12 k-steps, and an epilogue the tensor cores wait through (GELU's erf
+// over the whole tile, the residual's copy) is a large part of it.
 //
 // Built with CUTLASS_ENABLE_GDC_FOR_SM90: the producer warps execute griddepcontrol.wait before
 // their first copy of X or the residual, so a programmatic launch cannot read what the kernel
@@ -30,7 +35,18 @@ namespace ltserve::gpu::cutlass_gemm {
 // 16-byte rows and vectors: what TMA and the epilogue's vector accesses need.
 constexpr int kAlignment = 8;
 
-template <typename T, template <class> class Activation, class TileShape, class ClusterShape>
+// The kernel and epilogue schedules of each of the two: CUTLASS pairs them.
+struct Cooperative {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+struct Pingpong {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+
+template <typename T, template <class> class Activation, class TileShape, class ClusterShape,
+          class Schedule>
 struct Kernel {
   using Fusion =
       cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Activation, T, float, T, T, float>;
@@ -38,22 +54,23 @@ struct Kernel {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, T, cutlass::layout::RowMajor,
       kAlignment, T, cutlass::layout::RowMajor, kAlignment,
-      cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+      typename Schedule::Epilogue, Fusion>::CollectiveOp;
   // X is row-major [M, K] and W row-major [N, K]: both K-major, the layout wgmma reads best.
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, cutlass::layout::RowMajor, kAlignment,
       T, cutlass::layout::ColumnMajor, kAlignment, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<
           static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      typename Schedule::Kernel>::CollectiveOp;
   using GemmKernel =
       cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 };
 
-template <typename T, template <class> class Activation, class TileShape, class ClusterShape>
+template <typename T, template <class> class Activation, class TileShape, class ClusterShape,
+          class Schedule>
 cudaError_t Run(const Operands& o) {
-  using K = Kernel<T, Activation, TileShape, ClusterShape>;
+  using K = Kernel<T, Activation, TileShape, ClusterShape, Schedule>;
   using GemmKernel = typename K::GemmKernel;
   using Gemm = typename K::Gemm;
   const int m = static_cast<int>(o.rows);
@@ -98,14 +115,14 @@ cudaError_t Run(const Operands& o) {
   return cudaGetLastError();
 }
 
-template <typename T, class TileShape, class ClusterShape>
+template <typename T, class TileShape, class ClusterShape, class Schedule = Cooperative>
 cudaError_t Dispatch(const Operands& o) {
   namespace act = cutlass::epilogue::thread;
   switch (o.act) {
-    case plan::Activation::kNone: return Run<T, act::Identity, TileShape, ClusterShape>(o);
-    case plan::Activation::kRelu: return Run<T, act::ReLu, TileShape, ClusterShape>(o);
-    case plan::Activation::kGeluErf: return Run<T, act::GELU, TileShape, ClusterShape>(o);
-    case plan::Activation::kGeluTanh: return Run<T, act::GELU_taylor, TileShape, ClusterShape>(o);
+    case plan::Activation::kNone: return Run<T, act::Identity, TileShape, ClusterShape, Schedule>(o);
+    case plan::Activation::kRelu: return Run<T, act::ReLu, TileShape, ClusterShape, Schedule>(o);
+    case plan::Activation::kGeluErf: return Run<T, act::GELU, TileShape, ClusterShape, Schedule>(o);
+    case plan::Activation::kGeluTanh: return Run<T, act::GELU_taylor, TileShape, ClusterShape, Schedule>(o);
     default: return cudaErrorInvalidValue;
   }
 }

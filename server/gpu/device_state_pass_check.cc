@@ -8,7 +8,8 @@
 // at 4 rows between 24.2 and 29.6 µs on the H200 (bench/RESULTS.md). So at each bucket where
 // a step has a runner-up of the other side, this times the bucket's whole pass as captured
 // graphs, as chosen and with one layer shape's steps flipped to their runner-up, shape after
-// shape, and keeps each flip the pass replays clearly faster.
+// shape, and keeps each flip the pass replays clearly faster; then, where two or more shapes
+// are left on cuBLASLt with CUTLASS's kernel as their runner-up, those all at once.
 //
 // Layer chains (layer_chain_kernel auto) are checked the same way first, each run against the
 // pass with its steps' own kernels: ChooseChains times a chain alone with the L2 emptied, and
@@ -336,6 +337,43 @@ Status DeviceState::ChoosePassKernels(
       for (const std::size_t s : shape) {
         flips.push_back(s);
         note_flip(s);
+      }
+    }
+    // Then every step still on cuBLASLt whose runner-up is CUTLASS's, all at once. CUTLASS's
+    // kernels wait for the kernel ahead and release the one after programmatically, which
+    // cuBLASLt's do not: one layer shape flipped alone overlaps only with its neighbours, so
+    // the shape-by-shape check above sees little of what a pass of them gains (one flip of
+    // 136 kept on BERT-base, bench/RESULTS.md, 2026-12-07).
+    std::vector<std::size_t> cutlass_steps;
+    std::size_t cutlass_shapes = 0;
+    for (const std::vector<std::size_t>& shape : shapes) {
+      const std::size_t first = shape.front();
+      if (std::find(flips.begin(), flips.end(), first) != flips.end() ||
+          runner_ups[first][b]->kind != GemmKernel::Kind::kCutlass ||
+          tuning.kernels[first][b].kind != GemmKernel::Kind::kCublasLt) {
+        continue;
+      }
+      ++cutlass_shapes;
+      cutlass_steps.insert(cutlass_steps.end(), shape.begin(), shape.end());
+    }
+    if (cutlass_shapes >= 2) {
+      GemmTuning trial = tuning;
+      for (const std::size_t s : cutlass_steps) trial.kernels[s][b] = *runner_ups[s][b];
+      LTSERVE_ASSIGN_OR_RETURN(std::optional<GraphExec> flipped_graph, capture_trial(trial, b));
+      if (flipped_graph.has_value()) {
+        LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), flipped_graph->get()));
+        char ratio[96];
+        std::snprintf(ratio, sizeof(ratio), "%s %zu shapes on CUTLASS %.3f",
+                      timed.back() == ':' ? "" : ",", cutlass_shapes,
+                      static_cast<double>(ms.second / ms.first));
+        timed += ratio;
+        if (ClearlyFaster(ms.second, ms.first)) {
+          tuning.kernels = std::move(trial.kernels);
+          for (const std::size_t s : cutlass_steps) {
+            flips.push_back(s);
+            note_flip(s);
+          }
+        }
       }
     }
     std::sort(flips.begin(), flips.end());

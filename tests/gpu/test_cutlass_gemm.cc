@@ -1,13 +1,15 @@
-// CUTLASS's Hopper GEMM (server/gpu/cutlass_gemm.h) launched directly: every compiled tile
-// against a double-precision reference, in bf16 and fp16, at sizes off every tile (rows off
-// 128 and 256 and fewer than one tile, N off 192 and 256, K from 8 to several k-tiles and off
-// the 64-element k-tile), into poisoned outputs with a guard band; bias and residual present or
-// not; bit-equal reruns, programmatic or not; and what the launcher refuses.
+// CUTLASS's Hopper GEMM (server/gpu/cutlass_gemm.h) launched directly: every compiled tile and
+// schedule against a double-precision reference, in bf16 and fp16, at sizes off every tile
+// (rows off 64, 128 and 256 and fewer than one tile, N off 128, 192 and 256, K from 8 to
+// several k-tiles and off the 64-element k-tile), into poisoned outputs with a guard band; bias
+// and residual present or not; bit-equal reruns, programmatic or not; and what the launcher
+// refuses.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "gpu/cutlass_gemm.h"
@@ -25,8 +27,10 @@ using plan::Activation;
 using Problem = testing::LinearProblem;
 using Case = testing::LinearCase;
 
-constexpr CutlassTile kTiles[] = {CutlassTile::k128x192, CutlassTile::k128x256,
-                                  CutlassTile::k256x128};
+constexpr CutlassTile kTiles[] = {CutlassTile::k128x192,         CutlassTile::k128x256,
+                                  CutlassTile::k256x128,         CutlassTile::k64x256Pingpong,
+                                  CutlassTile::k128x128Pingpong, CutlassTile::k64x192Pingpong};
+static_assert(std::size(kTiles) == gpu::kCutlassTileCount, "every compiled tile is tested");
 // A cluster pair along M or N where the problem has one tile there: the second block of the
 // pair has nothing of its own (1 row; N = 8), and K = 8 is one partial k-tile.
 const Problem kProblems[] = {
@@ -190,7 +194,8 @@ TEST(CutlassGemm, SupportsHopperSixteenBitAndItsActivationsOnly) {
   EXPECT_FALSE(gpu::CutlassGemmSupports(9, ElemType::kBf16, 768, 768, Activation::kSigmoid));
   EXPECT_FALSE(gpu::CutlassGemmSupports(9, ElemType::kBf16, 770, 768, Activation::kNone));
   EXPECT_FALSE(gpu::CutlassGemmSupports(9, ElemType::kBf16, 768, 1001, Activation::kNone));
-  EXPECT_EQ(gpu::CutlassGemmCandidates(4096, 768, 768).size(), 3u);
+  EXPECT_EQ(gpu::CutlassGemmCandidates(4096, 768, 768).size(),
+            static_cast<std::size_t>(gpu::kCutlassTileCount));
   EXPECT_TRUE(gpu::CutlassGemmCandidates(4096, 768, 100).empty());
 }
 
@@ -204,7 +209,7 @@ TEST(CutlassGemm, ConfigNumbersRoundTrip) {
   }
   CutlassGemmConfig unused;
   EXPECT_FALSE(CutlassGemmConfig::FromNumber(-1, &unused));
-  EXPECT_FALSE(CutlassGemmConfig::FromNumber(3, &unused));
+  EXPECT_FALSE(CutlassGemmConfig::FromNumber(gpu::kCutlassTileCount, &unused));
   const gpu::GemmKernel kernel = gpu::GemmKernel::Cutlass({CutlassTile::k256x128});
   EXPECT_EQ(kernel.ToText(), "cutlass 2");
   const auto back = gpu::GemmKernel::FromText("cutlass 2");
@@ -213,7 +218,7 @@ TEST(CutlassGemm, ConfigNumbersRoundTrip) {
   if (back.has_value()) {
     EXPECT_TRUE(*back == kernel);
   }
-  EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass 3").has_value());
+  EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass 6").has_value());
   EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass").has_value());
   EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass 1 2").has_value());
   EXPECT_FALSE(kernel == gpu::GemmKernel::Cutlass({CutlassTile::k128x256}));

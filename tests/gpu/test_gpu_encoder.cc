@@ -17,7 +17,9 @@
 
 #include "gpu/gpu_executor.h"
 #include "gpu/buckets.h"
+#include "gpu/cutlass_gemm.h"
 #include "reference.h"
+#include "sixteen_bit.h"
 #include "test_support.h"
 
 namespace ltserve {
@@ -355,6 +357,28 @@ TEST(GpuEncoder, CutlassGemmsMatchTheReferenceAndGiveTheSameBitsProgrammaticOrNo
         << lengths.size() << " sequences of " << tokens << " tokens";
   }
   std::filesystem::remove(cache);
+}
+
+// cutlass_gemm_kernel auto with the pass check: CUTLASS's tiles compete from 128 rows (buckets
+// 128 to 1,024 here), the check flips layer shapes to them one at a time and then every shape
+// left on cuBLASLt with a CUTLASS runner-up at once; whatever it keeps gives the reference's
+// results, and the load log says what was checked.
+TEST(GpuEncoder, CutlassAutoCheckedInThePassMatchesTheReference) {
+  SKIP_WITHOUT_HOPPER("CUTLASS's Hopper GEMM");
+  if (!gpu::CutlassGemmAvailable()) GTEST_SKIP() << "built without CUTLASS";
+  auto plan = EncoderLayerPlan({768, 12, 3072, Activation::kGeluErf, false, "bf16"});
+  ModelSpec spec = TokenSpec(*plan, "bf16");
+  spec.options.cutlass_gemm = OwnKernelMode::kAuto;
+  spec.options.check_kernels_in_pass = true;
+  auto factory = TokenFactory(plan, spec);
+  ASSERT_TRUE(factory.ok()) << factory.status().ToString();
+  const std::string log = factory.value()->Describe();
+  EXPECT_NE(log.find("own-kernel choices checked in the pass at "), std::string::npos) << log;
+  auto instance = factory.value()->CreateInstance(0);
+  ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+  CheckBatch(*instance.value(), *plan, "bf16", {300, 1, 200}, 1.0f, kTolLayerBf16);
+  CheckBatch(*instance.value(), *plan, "bf16", {128, 128, 128, 128, 128, 128, 128, 77}, 1.0f,
+             kTolLayerBf16);
 }
 
 // LayerNorm's streaming schedule at every bucket (always) against the row-a-warp kernel
