@@ -348,9 +348,11 @@ if [[ ${RUN_CUTLASS_TABLE:-0} == 1 ]]; then
 fi
 if [[ ${RUN_CUTLASS_AB:-0} == 1 ]]; then
   # CUTLASS's GEMMs (programmatic dependent launch) where they time faster alone (auto), then
-  # wherever they apply (always), each against off; the timelines are auto's.
+  # wherever they apply (always), each against off; the timelines are auto's
+  # (CUTLASS_TIMELINE=--cutlass-gemm: always's).
   echo "== CUTLASS GEMM A/Bs (${SECONDS} s)"
-  cublaslt_option_ab cutlass --cutlass-ab cutlass-ab "${CUTLASS_AB_TIMEOUT_S:-0}" --cutlass-gemm-auto
+  cublaslt_option_ab cutlass --cutlass-ab cutlass-ab "${CUTLASS_AB_TIMEOUT_S:-0}" \
+    "${CUTLASS_TIMELINE:---cutlass-gemm-auto}"
   grep -hoE "CUTLASS kernel for [^;]*" "$OUT/cutlass_ab.log" | sort | uniq -c | head -12
   # The pass check's trials of every shape left on cuBLASLt with a CUTLASS runner-up at once.
   grep -hoE "[0-9]+ rows:[^;]*shapes on CUTLASS [0-9.]+" "$OUT/cutlass_ab.log" | cut -c1-200 | head -24

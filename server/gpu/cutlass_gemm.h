@@ -7,7 +7,9 @@
 // instruction in their code (bench/RESULTS.md, 2026-12-07), so each of them starts only after
 // the kernel ahead has ended and lets nothing start before it ends.
 //
-// Warp-specialised and persistent (TMA copies, warpgroup MMAs, one block an SM), built for
+// Warp-specialised and persistent (TMA copies, warpgroup MMAs, one block an SM), in two
+// schedules: cooperative (a block's two consumer warpgroups share a tile) and pingpong (each
+// has its own, and one's epilogue runs while the other multiplies). Built for
 // sm_90a: compute capability 9.x only; 16-bit storage only; K and N multiples of 8 (16-byte
 // rows for the tensor maps); activations none, ReLU and both GELUs. Compiled only where the
 // build found CUTLASS's headers (LTSERVE_WITH_CUTLASS); CutlassGemmAvailable() says.
