@@ -321,14 +321,16 @@ fi
 # One cuBLASLt-option A/B, same process (bench/option_ab.h): BERT-base at 1-128 sequences of
 # 128 (encoder flag $2), the MLP at 1 to 8,192 rows (executor mode $3), then BERT-base's
 # timeline at TIMELINE_BATCHES with the B side's options ($5...); tables in $OUT/$1_ab.md and
-# $1_timeline.md, $4 seconds at most for each A/B (0: no limit).
+# $1_timeline.md, $4 seconds at most for each A/B (0: no limit). AB_MLP=0 leaves the MLP out.
 cublaslt_option_ab() {
   local name=$1 encoder_flag=$2 mlp_mode=$3 limit=$4
   shift 4
   timeout "$limit" ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 \
     "$encoder_flag" > "$OUT/${name}_ab.md" 2> "$OUT/${name}_ab.log" || status=1
-  timeout "$limit" ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 8192 \
-    "$mlp_mode" >> "$OUT/${name}_ab.md" 2>> "$OUT/${name}_ab.log" || status=1
+  if [[ ${AB_MLP:-1} == 1 ]]; then
+    timeout "$limit" ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 8192 \
+      "$mlp_mode" >> "$OUT/${name}_ab.md" 2>> "$OUT/${name}_ab.log" || status=1
+  fi
   for batch in ${TIMELINE_BATCHES:-1 128}; do
     ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --timeline "$batch" \
       "$@" >> "$OUT/${name}_timeline.md" 2>> "$OUT/${name}_ab.log" || status=1
