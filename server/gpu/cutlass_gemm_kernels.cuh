@@ -119,10 +119,14 @@ template <typename T, class TileShape, class ClusterShape, class Schedule = Coop
 cudaError_t Dispatch(const Operands& o) {
   namespace act = cutlass::epilogue::thread;
   switch (o.act) {
-    case plan::Activation::kNone: return Run<T, act::Identity, TileShape, ClusterShape, Schedule>(o);
-    case plan::Activation::kRelu: return Run<T, act::ReLu, TileShape, ClusterShape, Schedule>(o);
-    case plan::Activation::kGeluErf: return Run<T, act::GELU, TileShape, ClusterShape, Schedule>(o);
-    case plan::Activation::kGeluTanh: return Run<T, act::GELU_taylor, TileShape, ClusterShape, Schedule>(o);
+    case plan::Activation::kNone:
+      return Run<T, act::Identity, TileShape, ClusterShape, Schedule>(o);
+    case plan::Activation::kRelu:
+      return Run<T, act::ReLu, TileShape, ClusterShape, Schedule>(o);
+    case plan::Activation::kGeluErf:
+      return Run<T, act::GELU, TileShape, ClusterShape, Schedule>(o);
+    case plan::Activation::kGeluTanh:
+      return Run<T, act::GELU_taylor, TileShape, ClusterShape, Schedule>(o);
     default: return cudaErrorInvalidValue;
   }
 }
