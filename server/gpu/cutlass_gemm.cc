@@ -11,9 +11,7 @@ std::string CutlassGemmConfig::Describe() const {
     case CutlassTile::k128x192: return "CUTLASS 128x192 tiles, 2x1 clusters, cooperative";
     case CutlassTile::k128x256: return "CUTLASS 128x256 tiles, 2x1 clusters, cooperative";
     case CutlassTile::k256x128: return "CUTLASS 256x128 tiles, 1x2 clusters, cooperative";
-    case CutlassTile::k64x256Pingpong: return "CUTLASS 64x256 tiles, 2x1 clusters, pingpong";
     case CutlassTile::k128x128Pingpong: return "CUTLASS 128x128 tiles, 2x1 clusters, pingpong";
-    case CutlassTile::k64x192Pingpong: return "CUTLASS 64x192 tiles, 2x1 clusters, pingpong";
   }
   return "CUTLASS";
 }
@@ -85,15 +83,9 @@ cudaError_t LaunchCutlassGemm(const CutlassGemmConfig& config, const void* x, co
       return bf16 ? cutlass_gemm::Launch128x256Bf16(o) : cutlass_gemm::Launch128x256Fp16(o);
     case CutlassTile::k256x128:
       return bf16 ? cutlass_gemm::Launch256x128Bf16(o) : cutlass_gemm::Launch256x128Fp16(o);
-    case CutlassTile::k64x256Pingpong:
-      return bf16 ? cutlass_gemm::Launch64x256PingpongBf16(o)
-                  : cutlass_gemm::Launch64x256PingpongFp16(o);
     case CutlassTile::k128x128Pingpong:
       return bf16 ? cutlass_gemm::Launch128x128PingpongBf16(o)
                   : cutlass_gemm::Launch128x128PingpongFp16(o);
-    case CutlassTile::k64x192Pingpong:
-      return bf16 ? cutlass_gemm::Launch64x192PingpongBf16(o)
-                  : cutlass_gemm::Launch64x192PingpongFp16(o);
   }
   return cudaErrorInvalidValue;
 #else

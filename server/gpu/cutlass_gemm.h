@@ -45,11 +45,9 @@ enum class CutlassTile : std::uint8_t {
   k128x192,          // 128 rows x 192 outputs, 2 x 1 cluster, cooperative: N = 768 in 4 tiles
   k128x256,          // 128 x 256, 2 x 1, cooperative
   k256x128,          // 256 x 128, 1 x 2, cooperative
-  k64x256Pingpong,   // 64 x 256, 2 x 1, pingpong: FFN up (N = 3,072) in 12 tiles a row block
   k128x128Pingpong,  // 128 x 128, 2 x 1, pingpong
-  k64x192Pingpong,   // 64 x 192, 2 x 1, pingpong: N = 768 in 4, 2,304 in 12
 };
-inline constexpr int kCutlassTileCount = 6;
+inline constexpr int kCutlassTileCount = 4;
 
 struct CutlassGemmConfig {
   CutlassTile tile = CutlassTile::k128x256;

@@ -32,11 +32,7 @@ cudaError_t Launch128x256Bf16(const Operands& o);
 cudaError_t Launch128x256Fp16(const Operands& o);
 cudaError_t Launch256x128Bf16(const Operands& o);
 cudaError_t Launch256x128Fp16(const Operands& o);
-cudaError_t Launch64x256PingpongBf16(const Operands& o);
-cudaError_t Launch64x256PingpongFp16(const Operands& o);
 cudaError_t Launch128x128PingpongBf16(const Operands& o);
 cudaError_t Launch128x128PingpongFp16(const Operands& o);
-cudaError_t Launch64x192PingpongBf16(const Operands& o);
-cudaError_t Launch64x192PingpongFp16(const Operands& o);
 
 }  // namespace ltserve::gpu::cutlass_gemm
