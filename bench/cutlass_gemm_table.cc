@@ -151,22 +151,15 @@ int PrintCutlassGemmTable() {
       if (!cublas_ms.ok()) return Fail(step.name, cublas_ms.status());
       std::printf("| %s | %lld | %.1f |", step.name, static_cast<long long>(rows),
                   1000.0 * cublas_ms.value());
-      float best_ms = 0;
-      for (const CutlassGemmConfig& tile : tiles) {
-        auto ms = TimeColdOnStream([&] {
-          return Launched(LaunchCutlassGemm(tile, x, w, b, residual, y, rows, step.n, step.k,
-                                            step.act, ElemType::kBf16, sms, false, s),
-                          tile.Describe());
-        }, flush, s);
-        if (!ms.ok()) return Fail(step.name + std::string(", ") + tile.Describe(), ms.status());
-        std::printf(" %.1f |", 1000.0 * ms.value());
-        if (fastest[r].size() == i || ms.value() < best_ms) {
-          fastest[r].resize(i);
-          fastest[r].push_back(tile);
-          best_ms = ms.value();
-        }
-      }
-      std::printf(" %.3f |\n", best_ms / cublas_ms.value());
+      auto timed = TimeEach(tiles, [&](const CutlassGemmConfig& tile) {
+        return LaunchCutlassGemm(tile, x, w, b, residual, y, rows, step.n, step.k, step.act,
+                                 ElemType::kBf16, sms, false, s);
+      }, flush, s);
+      if (!timed.ok()) return Fail(step.name, timed.status());
+      if (!timed.value().best) return Fail(step.name, ltserve::Internal("no CUTLASS tile"));
+      for (const float ms : timed.value().each_ms) std::printf(" %.1f |", 1000.0 * ms);
+      fastest[r].push_back(*timed.value().best);
+      std::printf(" %.3f |\n", timed.value().best_ms / cublas_ms.value());
       std::fflush(stdout);
     }
   }

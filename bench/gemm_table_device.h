@@ -26,12 +26,13 @@ inline ltserve::Status Launched(cudaError_t error, const std::string& what) {
 }
 
 // The fastest and slowest of `configs`, each timed alone with the L2 emptied; `launch(config)`
-// enqueues one run. Each configuration's time goes to stderr.
+// enqueues one run. Each configuration's time goes to stderr, and into `each_ms` in order.
 template <typename Config>
 struct Timed {
   float best_ms = std::numeric_limits<float>::infinity();
   float worst_ms = 0;
   std::optional<Config> best;
+  std::vector<float> each_ms;
 };
 template <typename Config, typename Launch>
 ltserve::Result<Timed<Config>> TimeEach(const std::vector<Config>& configs, Launch&& launch,
@@ -42,6 +43,7 @@ ltserve::Result<Timed<Config>> TimeEach(const std::vector<Config>& configs, Laun
       return Launched(launch(config), config.Describe());
     }, flush, s));
     std::fprintf(stderr, "  %s: %.1f us\n", config.Describe().c_str(), 1000.0 * ms);
+    timed.each_ms.push_back(ms);
     if (ms < timed.best_ms) {
       timed.best_ms = ms;
       timed.best = config;

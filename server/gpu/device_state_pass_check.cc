@@ -313,37 +313,41 @@ Status DeviceState::ChoosePassKernels(
     LTSERVE_ASSIGN_OR_RETURN(GraphExec base, CapturePass(b));
     std::vector<std::size_t> flips;
     timed += (timed.empty() ? "" : "; ") + std::to_string(rows) + " rows:";
+    // Flips `steps` to their runner-ups and times the pass against `base`, its ratio into the
+    // log as `label`; kept (the new base) where clearly faster.
+    const auto try_flip = [&](const std::vector<std::size_t>& steps,
+                              const std::string& label) -> Status {
+      GemmTuning trial = tuning;
+      for (const std::size_t s : steps) trial.kernels[s][b] = *runner_ups[s][b];
+      LTSERVE_ASSIGN_OR_RETURN(std::optional<GraphExec> flipped_graph, capture_trial(trial, b));
+      if (!flipped_graph.has_value()) return Status::Ok();
+      LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), flipped_graph->get()));
+      char ratio[32];
+      std::snprintf(ratio, sizeof(ratio), " %.3f", static_cast<double>(ms.second / ms.first));
+      timed += (timed.back() == ':' ? " " : ", ") + label + ratio;
+      if (!ClearlyFaster(ms.second, ms.first)) return Status::Ok();
+      tuning.kernels = std::move(trial.kernels);
+      base = std::move(flipped_graph.value());
+      for (const std::size_t s : steps) {
+        flips.push_back(s);
+        note_flip(s);
+      }
+      return Status::Ok();
+    };
     // Shape after shape, each flip kept becoming the next one's base. Flipping every shape no
     // single flip took all at once (an own kernel starts early only after another own kernel)
     // was tried and never won: 1.08-2.27x slower at every bucket of the MLP and BERT-base on
     // the H200 (bench/RESULTS.md).
     for (const std::vector<std::size_t>& shape : shapes) {
-      GemmTuning trial = tuning;
-      for (const std::size_t s : shape) trial.kernels[s][b] = *runner_ups[s][b];
-      LTSERVE_ASSIGN_OR_RETURN(std::optional<GraphExec> flipped_graph, capture_trial(trial, b));
-      if (!flipped_graph.has_value()) continue;
-      LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), flipped_graph->get()));
-      const float as_chosen = ms.first;
-      const float other = ms.second;
       const auto& gemm = std::get<GemmStep>(tuning.steps[shape.front()]);
-      char ratio[96];
-      std::snprintf(ratio, sizeof(ratio), "%s %lld->%lld %.3f", timed.back() == ':' ? "" : ",",
-                    static_cast<long long>(gemm.k), static_cast<long long>(gemm.n),
-                    static_cast<double>(other / as_chosen));
-      timed += ratio;
-      if (!ClearlyFaster(other, as_chosen)) continue;
-      tuning.kernels = std::move(trial.kernels);
-      base = std::move(flipped_graph.value());
-      for (const std::size_t s : shape) {
-        flips.push_back(s);
-        note_flip(s);
-      }
+      LTSERVE_RETURN_IF_ERROR(
+          try_flip(shape, std::to_string(gemm.k) + "->" + std::to_string(gemm.n)));
     }
-    // Then every step still on cuBLASLt whose runner-up is CUTLASS's, all at once. CUTLASS's
-    // kernels wait for the kernel ahead and release the one after programmatically, which
-    // cuBLASLt's do not: one layer shape flipped alone overlaps only with its neighbours, so
-    // the shape-by-shape check above sees little of what a pass of them gains (one flip of
-    // 136 kept on BERT-base, bench/RESULTS.md, 2026-12-07).
+    // Then every step still on cuBLASLt whose runner-up is CUTLASS's, all at once: the
+    // exception to the above. CUTLASS's kernels wait for the kernel ahead and release the one
+    // after programmatically, which cuBLASLt's do not: one layer shape flipped alone overlaps
+    // only with its neighbours, so the shape-by-shape check sees little of what a pass of them
+    // gains (one flip of 136 kept on BERT-base, bench/RESULTS.md, 2026-12-07).
     std::vector<std::size_t> cutlass_steps;
     std::size_t cutlass_shapes = 0;
     for (const std::vector<std::size_t>& shape : shapes) {
@@ -357,24 +361,8 @@ Status DeviceState::ChoosePassKernels(
       cutlass_steps.insert(cutlass_steps.end(), shape.begin(), shape.end());
     }
     if (cutlass_shapes >= 2) {
-      GemmTuning trial = tuning;
-      for (const std::size_t s : cutlass_steps) trial.kernels[s][b] = *runner_ups[s][b];
-      LTSERVE_ASSIGN_OR_RETURN(std::optional<GraphExec> flipped_graph, capture_trial(trial, b));
-      if (flipped_graph.has_value()) {
-        LTSERVE_ASSIGN_OR_RETURN(const auto ms, time_both(base.get(), flipped_graph->get()));
-        char ratio[96];
-        std::snprintf(ratio, sizeof(ratio), "%s %zu shapes on CUTLASS %.3f",
-                      timed.back() == ':' ? "" : ",", cutlass_shapes,
-                      static_cast<double>(ms.second / ms.first));
-        timed += ratio;
-        if (ClearlyFaster(ms.second, ms.first)) {
-          tuning.kernels = std::move(trial.kernels);
-          for (const std::size_t s : cutlass_steps) {
-            flips.push_back(s);
-            note_flip(s);
-          }
-        }
-      }
+      LTSERVE_RETURN_IF_ERROR(
+          try_flip(cutlass_steps, std::to_string(cutlass_shapes) + " shapes on CUTLASS"));
     }
     std::sort(flips.begin(), flips.end());
     cache.PutChoice(key, StepsWord(flips));
