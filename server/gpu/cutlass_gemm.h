@@ -35,8 +35,11 @@ namespace ltserve::gpu {
 
 // Rows from which `cutlass_gemm_kernel auto` lets the kernels compete with cuBLASLt (timed
 // alone, then as the runner-up in the pass check); below, the executor's few-row kernels are
-// the ones that compete.
-constexpr std::int64_t kCutlassGemmAutoMinRows = 128;
+// the ones that compete. On an H100 every tile alone lost to cuBLASLt on BERT-base's GEMMs
+// below 4,096 rows, and the pass check's joint trial lost at every bucket below 2,560
+// (bench/RESULTS.md): offered there, CUTLASS only took the runner-up's place from the kernels
+// that can win and added load time.
+constexpr std::int64_t kCutlassGemmAutoMinRows = 2560;
 
 // The tile shapes and schedules compiled, each with the cluster that shares its tiles' copies:
 // the one operand two blocks of a cluster have in common is copied once for both (TMA

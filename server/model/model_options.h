@@ -84,7 +84,7 @@ struct ModelOptions {
   // CUTLASS's Hopper GEMM (gpu/cutlass_gemm.h) for the GEMM steps cuBLASLt runs, on compute
   // capability 9.x, 16-bit storage: it takes part in programmatic dependent launch, which
   // cuBLASLt's kernels do not. `always` runs it wherever it applies (its fastest tile timed
-  // alone); `auto` lets it compete with cuBLASLt from kCutlassGemmAutoMinRows (128) rows, timed
+  // alone); `auto` lets it compete with cuBLASLt from kCutlassGemmAutoMinRows (2,560) rows, timed
   // alone and then as the runner-up in the pass check. Off unless asked for: on an H100 its
   // tiles are slower than cuBLASLt's on BERT-base's GEMMs by more than the overlap gives
   // (always: 1.3-9 % slower passes at 32-128 sequences; auto: level; bench/RESULTS.md).

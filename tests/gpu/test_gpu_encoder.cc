@@ -359,26 +359,41 @@ TEST(GpuEncoder, CutlassGemmsMatchTheReferenceAndGiveTheSameBitsProgrammaticOrNo
   std::filesystem::remove(cache);
 }
 
-// cutlass_gemm_kernel auto with the pass check: CUTLASS's tiles compete from 128 rows (buckets
-// 128 to 1,024 here), the check flips layer shapes to them one at a time and then every shape
-// left on cuBLASLt with a CUTLASS runner-up at once; whatever it keeps gives the reference's
-// results, and the load log says what was checked.
+// cutlass_gemm_kernel auto with the pass check: CUTLASS's tiles compete from
+// kCutlassGemmAutoMinRows (the 4,096-row bucket here, not the smaller ones), the check flips
+// layer shapes to them one at a time and then every shape left on cuBLASLt with a CUTLASS
+// runner-up at once; whatever it keeps gives the reference's results, and the load log says
+// what was checked, with no joint trial below the threshold.
 TEST(GpuEncoder, CutlassAutoCheckedInThePassMatchesTheReference) {
   SKIP_WITHOUT_HOPPER("CUTLASS's Hopper GEMM");
   if (!gpu::CutlassGemmAvailable()) GTEST_SKIP() << "built without CUTLASS";
+  constexpr std::int64_t kTokens = 4096;  // buckets ..., 2,048, 4,096
+  static_assert(kTokens / 2 < gpu::kCutlassGemmAutoMinRows &&
+                gpu::kCutlassGemmAutoMinRows <= kTokens);
   auto plan = EncoderLayerPlan({768, 12, 3072, Activation::kGeluErf, false, "bf16"});
   ModelSpec spec = TokenSpec(*plan, "bf16");
+  spec.options.max_tokens_per_batch = kTokens;
   spec.options.cutlass_gemm = OwnKernelMode::kAuto;
   spec.options.check_kernels_in_pass = true;
   auto factory = TokenFactory(plan, spec);
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
   const std::string log = factory.value()->Describe();
   EXPECT_NE(log.find("own-kernel choices checked in the pass at "), std::string::npos) << log;
+  // "...; <rows> rows: <trial> <ratio>, ..., <n> shapes on CUTLASS <ratio>; <rows> rows: ..."
+  for (std::size_t at = log.find(" shapes on CUTLASS"); at != std::string::npos;
+       at = log.find(" shapes on CUTLASS", at + 1)) {
+    const std::size_t rows_end = log.rfind(" rows:", at);
+    ASSERT_NE(rows_end, std::string::npos) << log;
+    const std::size_t rows_begin = log.find_last_not_of("0123456789", rows_end - 1) + 1;
+    EXPECT_GE(std::stoll(log.substr(rows_begin, rows_end - rows_begin)),
+              gpu::kCutlassGemmAutoMinRows)
+        << log;
+  }
   auto instance = factory.value()->CreateInstance(0);
   ASSERT_TRUE(instance.ok()) << instance.status().ToString();
   CheckBatch(*instance.value(), *plan, "bf16", {300, 1, 200}, 1.0f, kTolLayerBf16);
-  CheckBatch(*instance.value(), *plan, "bf16", {128, 128, 128, 128, 128, 128, 128, 77}, 1.0f,
-             kTolLayerBf16);
+  // 2,049 tokens: the 4,096-row bucket, where CUTLASS competes.
+  CheckBatch(*instance.value(), *plan, "bf16", {512, 512, 512, 512, 1}, 1.0f, kTolLayerBf16);
 }
 
 // LayerNorm's streaming schedule at every bucket (always) against the row-a-warp kernel
