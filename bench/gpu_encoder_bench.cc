@@ -496,7 +496,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--cublaslt-workspace BYTES] [--memsets-in-place] [--cutlass-gemm | --cutlass-gemm-auto] | --workspace-ab | --memset-ab | --cutlass-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--cublaslt-workspace BYTES] [--memsets-in-place] [--cutlass-gemm | --cutlass-gemm-auto] | --workspace-ab | --memset-ab | --cutlass-ab | --cutlass-auto-swapped-ab | --control-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -586,6 +586,16 @@ int main(int argc, char** argv) {
                            tokens.value(), shown, kSeq) +
              PrintOptionAB("BERT-base layers, bf16, seq 128", CutlassGemmAB(), p, spec,
                            tokens.value(), shown, kSeq);
+    }
+    if (argc > 3 && (std::string(argv[3]) == "--control-ab" ||
+                     std::string(argv[3]) == "--cutlass-auto-swapped-ab")) {
+      // A load against a second load of the same options; or cutlass_gemm_kernel off loaded
+      // before auto (--cutlass-ab loads auto first), each load's log printed.
+      const std::int64_t batches[] = {1, 8, 32, 128};
+      const OptionAB ab = std::string(argv[3]) == "--control-ab" ? ControlAB()
+                                                                  : Swapped(CutlassGemmAutoAB());
+      return PrintOptionAB("BERT-base layers, bf16, seq 128", ab, p, spec, tokens.value(),
+                           std::span(batches).first(max_batch >= 128 ? 4 : 1), kSeq);
     }
     if (argc > 3 && std::string(argv[3]) == "--pass-ab") {
       // Own-kernel choices checked in the pass against per kernel: they compete up to 128

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "bench_timing.h"
@@ -207,6 +208,19 @@ OptionAB CutlassGemmAutoAB() {
                   "auto", "off",
                   [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kAuto; },
                   [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kOff; }};
+}
+
+OptionAB ControlAB() {
+  const auto unchanged = [](ltserve::ModelOptions&) {};
+  return OptionAB{"the same options twice (a control)", "A", "A again", unchanged, unchanged};
+}
+
+OptionAB Swapped(OptionAB ab) {
+  std::swap(ab.a_label, ab.b_label);
+  std::swap(ab.set_a, ab.set_b);
+  ab.title += ", the second side loaded first";
+  ab.print_logs = true;
+  return ab;
 }
 
 int PrintOptionAB(const std::string& name, const OptionAB& ab,

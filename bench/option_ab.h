@@ -66,6 +66,13 @@ OptionAB MemsetConsolidationAB();
 // per GEMM and bucket (auto) against off.
 OptionAB CutlassGemmAB();
 OptionAB CutlassGemmAutoAB();
+// The same options on both sides: a control. Where the two loads make the same choices (the
+// second reads the first's from the cache file), any ratio away from 1 is how far apart two
+// loads of one model time, which bounds what an A/B of that model can show.
+OptionAB ControlAB();
+// `ab` with its sides swapped (B loads first, and B's choices are the ones in the cache file),
+// with both loads' logs printed: an effect that follows the load order, not the option, shows.
+OptionAB Swapped(OptionAB ab);
 OptionAB GemmLayerNormAlwaysAB();  // every GEMM + LayerNorm pair fused (always) against off
 // The split-K and GEMM + LayerNorm kernels wherever they run (always) against the defaults,
 // and programmatic launch on against off with them.

@@ -366,6 +366,18 @@ if [[ ${RUN_WORKSPACE_AB:-0} == 1 ]]; then
   cublaslt_option_ab workspace --workspace-ab workspace-ab "${WORKSPACE_TIMEOUT_S:-0}" \
     --cublaslt-workspace 1
 fi
+if [[ -n ${ENCODER_AB_FLAGS:-} ]]; then
+  # Any of the encoder benchmark's A/B flags, one after another (e.g. '--control-ab
+  # --cutlass-auto-swapped-ab'): tables in $OUT/encoder_ab.md, load logs in encoder_ab.log,
+  # ENCODER_AB_TIMEOUT_S seconds at most for each.
+  echo "== encoder A/Bs: ${ENCODER_AB_FLAGS} (${SECONDS} s)"
+  for flag in $ENCODER_AB_FLAGS; do
+    timeout "${ENCODER_AB_TIMEOUT_S:-0}" \
+    ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 "$flag" \
+      >> "$OUT/encoder_ab.md" 2>> "$OUT/encoder_ab.log" || status=1
+  done
+  cat "$OUT/encoder_ab.md"
+fi
 if [[ ${RUN_MEMSET_AB:-0} == 1 ]]; then
   # cuBLASLt's counter memsets as one node a pass (consolidate_cublaslt_memsets) against one
   # a GEMM, same algorithms (RUN_TIMELINE gives the timeline with one a pass).
