@@ -85,9 +85,10 @@ struct ModelOptions {
   // capability 9.x, 16-bit storage: it takes part in programmatic dependent launch, which
   // cuBLASLt's kernels do not. `always` runs it wherever it applies (its fastest tile timed
   // alone); `auto` lets it compete with cuBLASLt from kCutlassGemmAutoMinRows (2,560) rows, timed
-  // alone and then as the runner-up in the pass check. Off unless asked for: on an H100 its
-  // tiles are slower than cuBLASLt's on BERT-base's GEMMs by more than the overlap gives
-  // (always: 1.3-9 % slower passes at 32-128 sequences; auto: level; bench/RESULTS.md).
+  // alone and then as the runner-up in the pass check. Off unless asked for: on an H100
+  // `always` ran BERT-base 2.4 % faster at 32 sequences and 2-38 % slower at 1, 8 and 128;
+  // `auto` 1-2 % faster at 128 sequences, 0-1.3 % at 32 and level below, for ~65 s more load
+  // time (bench/RESULTS.md, 2026-12-08).
   OwnKernelMode cutlass_gemm = OwnKernelMode::kOff;
   // Consecutive Linear layers in one persistent kernel, up to 32 rows (gpu/chain_gemm.h).
   // Off unless asked for: on the H200 it timed slower than the layers' own kernels at every
