@@ -496,7 +496,7 @@ int TimelineOfPasses(GpuForwardTimer& timer, std::int64_t batch) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--cublaslt-workspace BYTES] [--memsets-in-place] [--cutlass-gemm | --cutlass-gemm-auto] | --workspace-ab | --memset-ab | --cutlass-ab | --cutlass-auto-swapped-ab | --control-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL_DIR [max_batch] [--profile BATCH | --timeline BATCH [--cublaslt-workspace BYTES] [--memsets-in-place] [--cutlass-gemm | --cutlass-gemm-auto] [--attention-in-order] | --workspace-ab | --memset-ab | --cutlass-ab | --cutlass-auto-swapped-ab | --control-ab | --attention-order-ab | --gemm-search-ab | --pass-ab | --chain-ab | --fusion-ab | --launch-ab | --staged-ab]\n", argv[0]);
     return 2;
   }
   const std::int64_t profile_batch =
@@ -505,9 +505,11 @@ int main(int argc, char** argv) {
       argc > 4 && std::string(argv[3]) == "--timeline" ? std::stoll(argv[4]) : 0;
   // --timeline BATCH --cublaslt-workspace BYTES: the pass with that workspace;
   // --memsets-in-place: with cuBLASLt's counter memsets where it puts them, one a GEMM;
-  // --cutlass-gemm(-auto): with CUTLASS's GEMMs (below).
+  // --cutlass-gemm(-auto): with CUTLASS's GEMMs (below); --attention-in-order: attention's
+  // work items from the first sequence to the last.
   std::optional<std::size_t> timeline_workspace;
   bool memsets_in_place = false;
+  bool attention_in_order = false;
   // --cutlass-gemm: CUTLASS's GEMMs wherever they apply; --cutlass-gemm-auto: where they time
   // faster alone.
   ltserve::OwnKernelMode cutlass_gemm = ltserve::OwnKernelMode::kOff;
@@ -516,6 +518,8 @@ int main(int argc, char** argv) {
       timeline_workspace = static_cast<std::size_t>(std::stoull(argv[++a]));
     } else if (std::string(argv[a]) == "--memsets-in-place") {
       memsets_in_place = true;
+    } else if (std::string(argv[a]) == "--attention-in-order") {
+      attention_in_order = true;
     } else if (std::string(argv[a]) == "--cutlass-gemm") {
       cutlass_gemm = ltserve::OwnKernelMode::kAlways;
     } else if (std::string(argv[a]) == "--cutlass-gemm-auto") {
@@ -548,6 +552,7 @@ int main(int argc, char** argv) {
     spec.options.max_tokens_per_batch = max_batch * kSeq;
     if (timeline_workspace.has_value()) spec.options.workspace_bytes = *timeline_workspace;
     if (memsets_in_place) spec.options.consolidate_cublaslt_memsets = false;
+    if (attention_in_order) spec.options.attention_last_sequence_first = false;
     spec.options.cutlass_gemm = cutlass_gemm;
     auto tokens = ltserve::MakeTokenLayout(spec, std::nullopt);
     if (!tokens.ok()) {
@@ -588,12 +593,16 @@ int main(int argc, char** argv) {
                            tokens.value(), shown, kSeq);
     }
     if (argc > 3 && (std::string(argv[3]) == "--control-ab" ||
-                     std::string(argv[3]) == "--cutlass-auto-swapped-ab")) {
-      // A load against a second load of the same options; or cutlass_gemm_kernel off loaded
-      // before auto (--cutlass-ab loads auto first), each load's log printed.
+                     std::string(argv[3]) == "--cutlass-auto-swapped-ab" ||
+                     std::string(argv[3]) == "--attention-order-ab")) {
+      // A load against a second load of the same options; cutlass_gemm_kernel off loaded
+      // before auto (--cutlass-ab loads auto first), each load's log printed; or attention's
+      // work items last sequence first against first sequence first.
       const std::int64_t batches[] = {1, 8, 32, 128};
-      const OptionAB ab = std::string(argv[3]) == "--control-ab" ? ControlAB()
-                                                                  : Swapped(CutlassGemmAutoAB());
+      const std::string mode = argv[3];
+      const OptionAB ab = mode == "--control-ab"                ? ControlAB()
+                          : mode == "--cutlass-auto-swapped-ab" ? Swapped(CutlassGemmAutoAB())
+                                                                : AttentionOrderAB();
       return PrintOptionAB("BERT-base layers, bf16, seq 128", ab, p, spec, tokens.value(),
                            std::span(batches).first(max_batch >= 128 ? 4 : 1), kSeq);
     }

@@ -210,6 +210,13 @@ OptionAB CutlassGemmAutoAB() {
                   [](ltserve::ModelOptions& o) { o.cutlass_gemm = ltserve::OwnKernelMode::kOff; }};
 }
 
+OptionAB AttentionOrderAB() {
+  return OptionAB{"attention's work items last sequence first and first sequence first",
+                  "last first", "in order",
+                  [](ltserve::ModelOptions& o) { o.attention_last_sequence_first = true; },
+                  [](ltserve::ModelOptions& o) { o.attention_last_sequence_first = false; }};
+}
+
 OptionAB ControlAB() {
   const auto unchanged = [](ltserve::ModelOptions&) {};
   return OptionAB{"the same options twice (a control)", "A", "A again", unchanged, unchanged};

@@ -66,6 +66,9 @@ OptionAB MemsetConsolidationAB();
 // per GEMM and bucket (auto) against off.
 OptionAB CutlassGemmAB();
 OptionAB CutlassGemmAutoAB();
+// Attention's work items from the batch's last sequence to its first
+// (attention_last_sequence_first true) against first to last.
+OptionAB AttentionOrderAB();
 // The same options on both sides: a control. Where the two loads make the same choices (the
 // second reads the first's from the cache file), any ratio away from 1 is how far apart two
 // loads of one model time, which bounds what an A/B of that model can show.

@@ -436,15 +436,24 @@ if [[ ${RUN_PROFILE:-1} == 1 ]]; then
 fi
 if [[ ${RUN_TIMELINE:-0} == 1 ]]; then
   # The passes as they run in their graphs, every kernel's start and end from CUPTI
-  # (bench/kernel_timeline.h): BERT-base at TIMELINE_BATCHES sequences of 128, then the MLP at
-  # 1, 8 and 32 rows with the default options and with layer_chain_kernel auto.
+  # (bench/kernel_timeline.h): BERT-base at TIMELINE_BATCHES sequences of 128 (and again with
+  # the encoder benchmark's timeline flags TIMELINE_FLAGS, where set), then (TIMELINE_MLP=0
+  # leaves it out) the MLP at 1, 8 and 32 rows with the default options and with
+  # layer_chain_kernel auto.
   echo "== kernel timelines (${SECONDS} s)"
   for batch in ${TIMELINE_BATCHES:-1 128}; do
     ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --timeline "$batch" \
       >> "$OUT/timeline.md" 2>> "$OUT/timeline.log" || status=1
+    if [[ -n ${TIMELINE_FLAGS:-} ]]; then
+      echo "with ${TIMELINE_FLAGS}:" >> "$OUT/timeline.md"
+      ./build-gpu-only/ltserve_gpu_encoder_bench build-gpu-only/bench_models 128 --timeline "$batch" \
+        $TIMELINE_FLAGS >> "$OUT/timeline.md" 2>> "$OUT/timeline.log" || status=1
+    fi
   done
-  ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 timeline \
-    >> "$OUT/timeline.md" 2>> "$OUT/timeline.log" || status=1
+  if [[ ${TIMELINE_MLP:-1} == 1 ]]; then
+    ./build-gpu-only/ltserve_gpu_bench build-gpu-only/bench_models 256 timeline \
+      >> "$OUT/timeline.md" 2>> "$OUT/timeline.log" || status=1
+  fi
   grep -E "^(wall|[0-9]+ launches)|timeline:|loaded" "$OUT/timeline.md" "$OUT/timeline.log" | head -40
 fi
 

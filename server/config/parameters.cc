@@ -155,6 +155,7 @@ const std::vector<KnownParameter>& Known() {
       Integer<std::size_t>("cublaslt_workspace_bytes", "an integer > 0", 1,
                            &ModelOptions::workspace_bytes),
       Boolean("consolidate_cublaslt_memsets", &ModelOptions::consolidate_cublaslt_memsets),
+      Boolean("attention_last_sequence_first", &ModelOptions::attention_last_sequence_first),
       // Consumers see no model directory, so the cache file travels resolved.
       {"algo_cache_file", "a file path (relative to the model directory)",
        [](std::string_view v, const std::filesystem::path& model_dir, ModelOptions* options) {

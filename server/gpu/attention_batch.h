@@ -21,7 +21,10 @@ class AttentionBatch {
   // Sized for batches of up to `max_tokens` packed tokens. With `max_sequences` > 0 the buffer
   // also holds the sequence table, for batches of at most that many sequences; without it a
   // batch may hold up to max_tokens sequences.
-  static Result<AttentionBatch> Create(std::int64_t max_tokens, std::int64_t max_sequences = 0);
+  // With `last_sequence_first` the work items go from the batch's last sequence to its first
+  // (ModelOptions::attention_last_sequence_first); the sequence table keeps the batch's order.
+  static Result<AttentionBatch> Create(std::int64_t max_tokens, std::int64_t max_sequences = 0,
+                                       bool last_sequence_first = false);
 
   // Describes a batch of sequences of `lengths` tokens, packed back to back, and enqueues the
   // upload on `stream`. The pinned copy is rewritten by the next call, so the caller
@@ -45,6 +48,7 @@ class AttentionBatch {
   std::int64_t max_tokens_ = 0;
   std::int64_t max_sequences_ = 0;
   std::int64_t table_ints_ = 0;  // the sequence table's ints at the front of both buffers
+  bool last_sequence_first_ = false;
   PinnedBuffer host_;
   DeviceBuffer device_;
 };

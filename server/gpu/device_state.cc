@@ -62,7 +62,8 @@ Result<std::unique_ptr<DeviceState>> DeviceState::Create(std::shared_ptr<const G
   }
   if (model->has_attention() || plan.output_per_sequence()) {
     LTSERVE_ASSIGN_OR_RETURN(AttentionBatch batch,
-                             AttentionBatch::Create(options.capacity_rows, options.capacity_sequences));
+                             AttentionBatch::Create(options.capacity_rows, options.capacity_sequences,
+                                                    options.attention_last_sequence_first));
     state->attention_batch_.emplace(std::move(batch));
     LTSERVE_RETURN_IF_ERROR(state->SetSequences({}));
   }

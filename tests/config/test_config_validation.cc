@@ -252,7 +252,8 @@ TEST_F(ConfigValidation, RejectsUnknownParameterListingKnownKeys) {
                   "algo_candidates, gemm_search, fuse_epilogues, small_batch_kernel, skinny_gemm_kernel, "
                   "staged_gemm_kernel, cutlass_gemm_kernel, layer_chain_kernel, gemm_layernorm_kernel, streaming_layernorm_kernel, "
                   "two_stream_halves, check_kernels_in_pass, gpu_device, "
-                  "cublaslt_workspace_bytes, consolidate_cublaslt_memsets, algo_cache_file, cuda_graphs, programmatic_launch, "
+                  "cublaslt_workspace_bytes, consolidate_cublaslt_memsets, attention_last_sequence_first, "
+                  "algo_cache_file, cuda_graphs, programmatic_launch, "
                   "copies_in_graph, run_on_receiving_thread, worker_poll_microseconds, execution_path, "
                   "max_sequence_length, max_tokens_per_batch, INTRA_OP_THREAD_COUNT, "
                   "INTER_OP_THREAD_COUNT (see");
@@ -269,6 +270,7 @@ TEST_F(ConfigValidation, RejectsBadParameterValues) {
       {"algo_cache_file", ""},
       {"cuda_graphs", "yes"},
       {"consolidate_cublaslt_memsets", "on"},
+      {"attention_last_sequence_first", "reversed"},
       {"programmatic_launch", "on"},
       {"run_on_receiving_thread", "1"},
       {"worker_poll_microseconds", "-1"},

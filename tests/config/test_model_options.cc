@@ -27,6 +27,7 @@ TEST(ModelOptions, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(options->programmatic_launch, ProgrammaticLaunch::kOn);
   EXPECT_EQ(options->workspace_bytes, std::size_t{32} << 20);
   EXPECT_TRUE(options->consolidate_cublaslt_memsets);
+  EXPECT_TRUE(options->attention_last_sequence_first);
   EXPECT_FALSE(options->max_sequence_length.has_value());
   EXPECT_FALSE(options->max_tokens_per_batch.has_value());
 }
@@ -49,6 +50,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
                                         {"gpu_device", "2"},
                                         {"cublaslt_workspace_bytes", "4096"},
                                         {"consolidate_cublaslt_memsets", "false"},
+                                        {"attention_last_sequence_first", "false"},
                                         {"algo_cache_file", "cache/../algos.txt"},
                                         {"cuda_graphs", "false"},
                                         {"programmatic_launch", "false"},
@@ -77,6 +79,7 @@ TEST(ModelOptions, EveryKeyReachesItsField) {
   EXPECT_EQ(options->gpu_device, 2);
   EXPECT_EQ(options->workspace_bytes, 4096u);
   EXPECT_FALSE(options->consolidate_cublaslt_memsets);
+  EXPECT_FALSE(options->attention_last_sequence_first);
   EXPECT_EQ(options->algo_cache_file, "/models/m/algos.txt");  // resolved, normalised
   EXPECT_FALSE(options->cuda_graphs);
   EXPECT_EQ(options->programmatic_launch, ProgrammaticLaunch::kOff);

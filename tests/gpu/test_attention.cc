@@ -2,7 +2,8 @@
 // sequences and a few long ones, so that each block's grid-stride loop walks several work
 // items and the sequences cross the 64-query items and 64- and 32-key tiles, against a
 // double-precision reference of softmax(q·kᵀ/√d)·v per sequence and head, into poisoned outputs
-// with a guard band; a rerun bit-equal; what the launcher refuses.
+// with a guard band; a rerun with the work items in the other order bit-equal; what the
+// launcher refuses.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -75,36 +76,44 @@ TEST_P(AttentionLaunchTest, MatchesTheReferenceOnManyItemsAndRerunsBitEqual) {
 
   DeviceHalves input(qkv.size());
   input.Upload(testing::RoundToBits(qkv, c.type));
-  // The work items as the executor describes a batch (attention_batch.h).
-  auto batch = gpu::AttentionBatch::Create(tokens);
-  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
-  ASSERT_TRUE(batch.value().Upload(lengths, nullptr).ok());
-  const std::int32_t* work = batch.value().device();
-  std::int32_t items = 0;
-  ASSERT_EQ(cudaMemcpy(&items, work, sizeof(items), cudaMemcpyDeviceToHost), cudaSuccess);
-
+  // The work items as the executor describes a batch (attention_batch.h): the first sequence
+  // first, then the last first (attention_last_sequence_first).
   std::vector<std::uint16_t> outputs[2];
-  for (auto& output : outputs) {
+  std::int32_t items[2] = {};
+  for (int last_first = 0; last_first < 2; ++last_first) {
+    auto batch = gpu::AttentionBatch::Create(tokens, 0, last_first == 1);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    ASSERT_TRUE(batch.value().Upload(lengths, nullptr).ok());
+    const std::int32_t* work = batch.value().device();
+    std::int32_t head[4] = {};  // the item count, then the first item: begin, length, query
+    ASSERT_EQ(cudaMemcpy(head, work, sizeof(head), cudaMemcpyDeviceToHost), cudaSuccess);
+    items[last_first] = head[0];
+    const std::int32_t first_length = last_first == 1 ? lengths.back() : lengths.front();
+    EXPECT_EQ(head[1], last_first == 1 ? tokens - first_length : 0);
+    EXPECT_EQ(head[2], first_length);
+    EXPECT_EQ(head[3], 0);
     DeviceHalves out(static_cast<std::size_t>(tokens * width) + kGuard);
     out.Poison();
     ASSERT_EQ(gpu::LaunchAttention(input.data(), out.data(), work, tokens, tokens, c.heads,
                                    c.head_dim, c.type, /*programmatic=*/false, nullptr),
               cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    output = out.Download();
+    outputs[last_first] = out.Download();
   }
+  EXPECT_EQ(items[0], items[1]);
   std::vector<float> values(reference.size());
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = FromBits(outputs[0][i], c.type);
   const double error = testing::RelativeError(values, reference);
   std::printf("%s %ldx%ld, %zu sequences, %ld tokens, %d items a head: relative error %.3g\n",
               precision.c_str(), static_cast<long>(c.heads), static_cast<long>(c.head_dim),
-              lengths.size(), static_cast<long>(tokens), items, error);
+              lengths.size(), static_cast<long>(tokens), items[0], error);
   EXPECT_LE(error, c.type == ElemType::kBf16 ? kTolBf16 : kTolFp16);
   for (std::size_t i = reference.size(); i < outputs[0].size(); ++i) {
     ASSERT_EQ(outputs[0][i], kPoison) << "wrote past the output, at element " << i;
   }
-  // No block depends on another's timing: the same bits again, guard band included.
-  EXPECT_TRUE(outputs[0] == outputs[1]) << "a rerun differs";
+  // No block depends on another's timing or on the order of the items: the same bits again,
+  // guard band included.
+  EXPECT_TRUE(outputs[0] == outputs[1]) << "the run with the last sequence first differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(
