@@ -61,9 +61,9 @@ struct ModelOptions {
   bool consolidate_cublaslt_memsets = true;
   // GPU path: the attention kernel takes a batch's sequences from the last to the first. The
   // QKV projection ahead of it writes 75 MB at BERT-base's 128 sequences, more than the L2
-  // holds, and what it wrote last is what the L2 still has: started there, attention reads
-  // that part from the L2 instead of DRAM (3.7 % off attention's launch there on an H100,
-  // bench/RESULTS.md). Each sequence's result is the same either way.
+  // holds, and what it wrote last is the likeliest to be there still: started there,
+  // attention reads some of it from the L2 instead of DRAM (3.7 % off attention's launch at
+  // that batch on an H100, bench/RESULTS.md). Each sequence's result is the same either way.
   bool attention_last_sequence_first = true;
   int algo_candidates = 8;           // heuristic candidates timed per GEMM
   GemmSearch gemm_search = GemmSearch::kHeuristic;
