@@ -17,9 +17,13 @@ std::string CutlassGemmConfig::Describe() const {
 }
 
 bool CutlassGemmConfig::FromNumber(int number, CutlassGemmConfig* config) {
-  if (number < 0 || number >= kCutlassTileCount) return false;
-  config->tile = static_cast<CutlassTile>(number);
-  return true;
+  for (const CutlassTile tile : kCutlassTiles) {
+    if (static_cast<int>(tile) == number) {
+      config->tile = tile;
+      return true;
+    }
+  }
+  return false;
 }
 
 bool CutlassGemmAvailable() {
@@ -46,9 +50,7 @@ std::vector<CutlassGemmConfig> CutlassGemmCandidates(std::int64_t rows, std::int
                                                      std::int64_t in_features) {
   if (rows < 1 || out_features % 8 != 0 || in_features % 8 != 0) return {};
   std::vector<CutlassGemmConfig> configs;
-  for (int number = 0; number < kCutlassTileCount; ++number) {
-    configs.push_back({static_cast<CutlassTile>(number)});
-  }
+  for (const CutlassTile tile : kCutlassTiles) configs.push_back({tile});
   return configs;
 }
 

@@ -18,13 +18,15 @@
 // pass has no time left in which no kernel runs. The cooperative tiles alone are slower than
 // cuBLASLt's kernels on those shapes (QKV ~17 %, FFN up ~16 %, FFN down ~5 %); the pingpong
 // tile beats them on FFN up from 4,096 rows. Passes with it everywhere: 1.4-2.9 % faster at
-// 32 sequences, slower at 1-8 and 128; `auto` 1.4-1.9 % faster at 128, within 1.5 % elsewhere.
-// Hence off by default.
+// 32 sequences, slower at 1-8 and 128; `auto` (from kCutlassGemmAutoMinRows) 1-2 % faster at
+// 128 and 0-1.3 % at 32, for about a minute more of BERT-base's load (2026-12-08). Hence off
+// by default.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -47,20 +49,25 @@ constexpr std::int64_t kCutlassGemmAutoMinRows = 2560;
 // tile of its own, one's epilogue beside the other's main loop (cutlass_gemm_kernels.cuh). The
 // values are the algorithm cache's numbers: new ones go at the end.
 enum class CutlassTile : std::uint8_t {
-  k128x192,          // 128 rows x 192 outputs, 2 x 1 cluster, cooperative: N = 768 in 4 tiles
-  k128x256,          // 128 x 256, 2 x 1, cooperative
-  k256x128,          // 256 x 128, 1 x 2, cooperative
-  k128x128Pingpong,  // 128 x 128, 2 x 1, pingpong
+  k128x192 = 0,          // 128 rows x 192 outputs, 2 x 1 cluster, cooperative: N = 768 in 4 tiles
+  k128x256 = 1,          // 128 x 256, 2 x 1, cooperative
+  k256x128 = 2,          // 256 x 128, 1 x 2, cooperative
+  k128x128Pingpong = 4,  // 128 x 128, 2 x 1, pingpong
+  // 3 and 5 were pingpong tiles of 64 x 256 and 64 x 192, measured and dropped: their numbers
+  // stay unused, so that a cache file naming them is re-timed, not read as another tile.
 };
-inline constexpr int kCutlassTileCount = 4;
+inline constexpr CutlassTile kCutlassTiles[] = {CutlassTile::k128x192, CutlassTile::k128x256,
+                                                CutlassTile::k256x128,
+                                                CutlassTile::k128x128Pingpong};
+inline constexpr int kCutlassTileCount = static_cast<int>(std::size(kCutlassTiles));
 
 struct CutlassGemmConfig {
   CutlassTile tile = CutlassTile::k128x256;
 
   // For logs and tables, e.g. "CUTLASS 128x256 tiles, 2x1 clusters, cooperative".
   std::string Describe() const;
-  // The number for the algorithm cache's text (0 to kCutlassTileCount - 1); FromNumber is its
-  // inverse.
+  // The number for the algorithm cache's text (the tile's value); FromNumber is its inverse,
+  // false for a number no compiled tile has.
   int Number() const { return static_cast<int>(tile); }
   static bool FromNumber(int number, CutlassGemmConfig* config);
   friend bool operator==(const CutlassGemmConfig& a, const CutlassGemmConfig& b) {

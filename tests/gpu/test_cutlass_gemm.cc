@@ -208,7 +208,10 @@ TEST(CutlassGemm, ConfigNumbersRoundTrip) {
   }
   CutlassGemmConfig unused;
   EXPECT_FALSE(CutlassGemmConfig::FromNumber(-1, &unused));
-  EXPECT_FALSE(CutlassGemmConfig::FromNumber(gpu::kCutlassTileCount, &unused));
+  // The dropped tiles' numbers (cutlass_gemm.h) and one past the last.
+  for (const int number : {3, 5, 6}) {
+    EXPECT_FALSE(CutlassGemmConfig::FromNumber(number, &unused)) << number;
+  }
   const gpu::GemmKernel kernel = gpu::GemmKernel::Cutlass({CutlassTile::k256x128});
   EXPECT_EQ(kernel.ToText(), "cutlass 2");
   const auto back = gpu::GemmKernel::FromText("cutlass 2");
@@ -217,7 +220,8 @@ TEST(CutlassGemm, ConfigNumbersRoundTrip) {
   if (back.has_value()) {
     EXPECT_TRUE(*back == kernel);
   }
-  EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass 4").has_value());
+  EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass 3").has_value());
+  EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass 6").has_value());
   EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass").has_value());
   EXPECT_FALSE(gpu::GemmKernel::FromText("cutlass 1 2").has_value());
   EXPECT_FALSE(kernel == gpu::GemmKernel::Cutlass({CutlassTile::k128x256}));
